@@ -1,0 +1,1 @@
+"""TinyGPT: the site build and the numpy reference model."""

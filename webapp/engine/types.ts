@@ -1,0 +1,92 @@
+// The engine's two narrow interfaces. A Backend does the numerics of one
+// training step on one device (WebGPU or WebAssembly); the Trainer does
+// everything else (data, schedule, evaluation, sampling, checkpoints) and is
+// the only thing the worker talks to. Nothing here touches the DOM.
+
+export interface ModelConfig {
+  vocab_size: number;
+  n_layer: number;
+  n_embd: number;
+  n_head: number;
+  block_size: number;
+}
+
+export interface TrainConfig {
+  batch_size: number;
+  lr: number;
+  beta1: number;
+  beta2: number;
+  eps: number;
+  weight_decay: number;
+  grad_clip: number;
+  warmup_steps: number;
+  seed: number;
+}
+
+/** Parameters and AdamW moments as flat f32 arrays in the canonical tensor order. */
+export interface ParamState {
+  params: Float32Array;
+  m?: Float32Array;
+  v?: Float32Array;
+  step: number;
+}
+
+export type BackendKind = "webgpu" | "wasm";
+
+export interface Backend {
+  readonly kind: BackendKind;
+  /** Human-readable device, e.g. the adapter description or "4 threads, SIMD". */
+  readonly device: string;
+  setState(state: ParamState): Promise<void>;
+  getState(): Promise<ParamState>;
+  /**
+   * Forward, loss, backward, clip and AdamW on one batch (x, y: B*T token ids).
+   * Resolves with the batch loss; callers may issue the next step before it
+   * resolves, so a GPU backend never waits on the CPU.
+   */
+  trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number>;
+  /** Mean cross-entropy on a batch without changing any state. */
+  loss(x: Int32Array, y: Int32Array): Promise<number>;
+  /** Logits (vocab_size floats) for the last position of one sequence. */
+  nextLogits(tokens: Int32Array): Promise<Float32Array>;
+  dispose(): void;
+}
+
+export interface SampleOptions {
+  temperature: number; // 0 means greedy (argmax), deterministic
+  topK: number; // 0 means no top-k cut
+  maxTokens: number;
+  seed?: number;
+}
+
+export interface HistoryPoint {
+  step: number;
+  train: number;
+  val?: number;
+}
+
+export interface DatasetInfo {
+  name: string;
+  bytes: number;
+  sha256: string;
+}
+
+/** What the worker drives. Implemented in trainer.ts, backend-agnostic. */
+export interface Trainer {
+  readonly model: ModelConfig;
+  readonly config: TrainConfig;
+  readonly backend: Backend;
+  readonly step: number;
+  readonly history: readonly HistoryPoint[];
+  readonly dataset: DatasetInfo | null;
+  /** Deterministic train/validation split of a byte corpus. */
+  setCorpus(name: string, bytes: Uint8Array): Promise<void>;
+  /** One training step; resolves with its loss (NaN/Infinity are reported, not thrown). */
+  trainStep(): Promise<number>;
+  /** Mean validation loss over `batches` fixed batches. */
+  evaluate(batches: number): Promise<number>;
+  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean): Promise<Uint8Array>;
+  /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance). */
+  save(includeOptimizer: boolean): Promise<Uint8Array>;
+  dispose(): void;
+}
