@@ -1,0 +1,198 @@
+"""Training tokens/s on the CPU: the WebAssembly backend in Node (1..N threads)
+beside the numpy reference and PyTorch CPU eager (when importable), same
+preset configs, same machine. Writes content/data/train_cpu.json.
+
+    python bench/bench_cpu.py                        # tiny,small; 1 and 2 threads
+    python bench/bench_cpu.py --presets small --threads 1,2,4 --seconds 10
+    python bench/bench_cpu.py --build-only DIR       # compile + bundle the Node side into DIR
+    python bench/bench_cpu.py --prebuilt DIR         # use DIR (a machine without node_modules)
+
+The ratio reported is WASM tokens/s over PyTorch tokens/s at the same thread count.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+OUT = ROOT / "content" / "data" / "train_cpu.json"
+
+
+def build(dest: Path):
+    bin_ = ROOT / "node_modules" / ".bin"
+    dest.mkdir(parents=True, exist_ok=True)
+    subprocess.run([bin_ / "asc", "--config", "webapp/cpu/asconfig.json", "--target", "release", "--outFile", dest / "cpu.wasm"], cwd=ROOT, check=True)
+    for src, name in (("bench/cpu_node.ts", "cpu_node.mjs"), ("webapp/cpu/test/thread_worker.ts", "thread_worker.mjs")):
+        subprocess.run([bin_ / "esbuild", src, "--bundle", "--platform=node", "--format=esm", f"--outfile={dest / name}",
+                        "--log-level=warning"], cwd=ROOT, check=True)
+
+
+def bench_wasm(built: Path, presets: list[str], threads: list[int], seconds: float, node: str) -> list[dict]:
+    out = subprocess.run([node, built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), ",".join(presets), ",".join(map(str, threads))],
+                         check=True, stdout=subprocess.PIPE, text=True)
+    return [{"backend": "wasm", "preset": r["preset"], "threads": int(r["threads"].split()[0]), "tokens_per_s": r["tokens_per_s"],
+             "seconds_per_step": r["seconds_per_step"]} for r in json.loads(out.stdout)]
+
+
+def timed(step, n_tokens: int, seconds: float) -> dict:
+    step()  # warm-up
+    steps, start = 0, time.perf_counter()
+    while time.perf_counter() - start < seconds or steps < 2:
+        step()
+        steps += 1
+    elapsed = time.perf_counter() - start
+    return {"tokens_per_s": steps * n_tokens / elapsed, "seconds_per_step": elapsed / steps}
+
+
+def batch(preset_id: str):
+    import numpy as np
+    from tinygpt.facts import preset
+    p = preset(preset_id)
+    n = p["batch_size"] * p["block_size"]
+    x = (np.arange(n) * 7919 % 256).reshape(p["batch_size"], p["block_size"])
+    y = (np.arange(n) * 104729 % 256).reshape(p["batch_size"], p["block_size"])
+    return x, y, n
+
+
+def bench_numpy_bounded(preset_id: str, seconds: float, limit: float) -> dict | None:
+    """The numpy reference in a child process, given up after `limit` seconds (it is slow on big presets)."""
+    code = f"import json, bench_cpu; print(json.dumps(bench_cpu.bench_numpy({preset_id!r}, {seconds})))"
+    try:
+        out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent, check=True, stdout=subprocess.PIPE, text=True, timeout=limit)
+    except subprocess.TimeoutExpired:
+        print(f"numpy {preset_id}: gave up after {limit:.0f} s", file=sys.stderr)
+        return None
+    return json.loads(out.stdout)
+
+
+def bench_numpy(preset_id: str, seconds: float) -> dict:
+    from tinygpt import model
+    from tinygpt.train import Trainer, TrainConfig
+    trainer = Trainer(model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id))
+    x, y, n = batch(preset_id)
+    return timed(lambda: trainer.train_step(x, y), n, seconds)
+
+
+def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
+    """The same model and step in PyTorch eager: tied head, erf GELU, causal SDPA, clip, AdamW."""
+    import torch
+    import torch.nn.functional as F
+    from tinygpt import model
+    from tinygpt.train import TrainConfig
+    torch.set_num_threads(threads)
+    cfg, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
+    params = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(cfg, tc.seed).items()}
+    C, H = cfg.n_embd, cfg.n_head
+
+    def loss_fn(x, y):
+        B, T = x.shape
+        h = params["token_embedding.weight"][x] + params["position_embedding.weight"][:T]
+        for i in range(cfg.n_layer):
+            p = lambda n: params[f"blocks.{i}.{n}"]  # noqa: E731
+            a = F.layer_norm(h, (C,), p("ln1.weight"), p("ln1.bias"), 1e-5)
+            q, k, v = ((a @ p(f"attn.{n}_proj.weight") + p(f"attn.{n}_proj.bias")).view(B, T, H, C // H).transpose(1, 2) for n in "qkv")
+            att = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+            h = h + att @ p("attn.o_proj.weight") + p("attn.o_proj.bias")
+            m = F.layer_norm(h, (C,), p("ln2.weight"), p("ln2.bias"), 1e-5)
+            h = h + F.gelu(m @ p("mlp.fc_in.weight") + p("mlp.fc_in.bias")) @ p("mlp.fc_out.weight") + p("mlp.fc_out.bias")
+        h = F.layer_norm(h, (C,), params["ln_final.weight"], params["ln_final.bias"], 1e-5)
+        return F.cross_entropy((h @ params["token_embedding.weight"].T).view(-1, cfg.vocab_size), y.view(-1))
+
+    decay = [p for p in params.values() if p.ndim == 2]
+    rest = [p for p in params.values() if p.ndim != 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay}, {"params": rest, "weight_decay": 0.0}],
+                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+    x, y, n = batch(preset_id)
+    x, y = torch.tensor(x), torch.tensor(y)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = loss_fn(x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(params.values()), tc.grad_clip)
+        opt.step()
+
+    return timed(step, n, seconds)
+
+
+def cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--presets", default="tiny,small")
+    ap.add_argument("--threads", default="1,2", help="thread counts for WASM and PyTorch (numpy uses its BLAS default)")
+    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per case (at least 2 steps)")
+    ap.add_argument("--build-only", type=Path, metavar="DIR")
+    ap.add_argument("--prebuilt", type=Path, metavar="DIR")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--numpy-presets", help="presets to time the (slow) numpy reference on; default: all of --presets, 'none' for none")
+    ap.add_argument("--note", default="", help="where and how it ran, kept in the JSON")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    if args.build_only:
+        build(args.build_only)
+        return
+    presets = args.presets.split(",")
+    threads = [int(t) for t in args.threads.split(",")]
+    numpy_presets = (args.numpy_presets or args.presets).split(",")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        built = args.prebuilt or Path(tmp)
+        if not args.prebuilt:
+            build(built)
+        results = bench_wasm(built, presets, threads, args.seconds, args.node)
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+        print("PyTorch is not importable here: no PyTorch figures, no ratio", file=sys.stderr)
+    for preset_id in presets:
+        if preset_id in numpy_presets and (r := bench_numpy_bounded(preset_id, args.seconds, 60 + 10 * args.seconds)):
+            results.append({"backend": "numpy", "preset": preset_id, "threads": None, **r})
+        if torch_version:
+            for t in threads:
+                results.append({"backend": "torch", "preset": preset_id, "threads": t, **bench_torch(preset_id, t, args.seconds)})
+                print(f"torch {preset_id} {t} threads: {results[-1]['tokens_per_s']:.0f} tok/s", file=sys.stderr)
+    ratios = []
+    for r in results:
+        if r["backend"] == "torch":
+            w = next(w for w in results if w["backend"] == "wasm" and w["preset"] == r["preset"] and w["threads"] == r["threads"])
+            ratios.append({"preset": r["preset"], "threads": r["threads"], "wasm_over_torch": w["tokens_per_s"] / r["tokens_per_s"]})
+    for r in results:
+        print(f"{r['backend']:6} {r['preset']:7} threads={str(r['threads'] or 'blas'):4} {r['tokens_per_s']:10.0f} tok/s")
+    for r in ratios:
+        print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f}")
+    node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
+    doc = {
+        "what": "training tokens/s per preset on the CPU: WebAssembly backend (Node), numpy reference, PyTorch eager",
+        "command": "python bench/bench_cpu.py " + " ".join(sys.argv[1:]),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},
+        "note": args.note,
+        "software": {"node": node_version, "python": platform.python_version(), "torch": torch_version},
+        "results": results,
+        "ratios": ratios,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,251 @@
+"""Matmul throughput: every WGSL matmul variant through wgpu-py on the adapter at hand, numpy's
+matmul on the same machine's CPU, and cuBLAS fp32 with TF32 off where torch sees CUDA.
+
+Each kernel is first checked against numpy (float64) on fresh random inputs, output poisoned
+with NaN, at an odd shape and at the smallest timed size; a kernel that fails is not timed.
+Times are GPU timestamps around one compute pass of many back-to-back dispatches (wall clock
+when the adapter has no timestamp queries), median of several passes.
+
+Writes content/data/matmul.json (or --out) in the shape tinygpt/build/plots.py documents and
+prints a table with each figure's ratio to cuBLAS.
+
+    python bench/bench_matmul.py                 # 1024^3, 2048^3, 4096^3 and the preset shapes
+    python bench/bench_matmul.py --sizes 256 512 --no-presets   # a quick look on a CPU adapter
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tinygpt import gpu  # noqa: E402
+from tinygpt.facts import FACTS  # noqa: E402
+
+VARIANTS = ROOT / "bench" / "matmul"
+
+
+class Kernel:
+    def __init__(self, name, shader, entry, tile, aligned=False, bias=True):
+        self.name, self.shader, self.entry, self.tile, self.aligned = name, shader, entry, tile, aligned
+        self.bias = bias  # whether the entry point declares binding 3
+
+    def bindings(self, a, b, c):
+        return {1: a, 2: b, 4: c} | ({3: np.zeros(c.shape[-1], np.float32)} if self.bias else {})
+
+    def operands(self, A, B):
+        """A [M,K], B [K,N] as this entry point wants them stored."""
+        if "_nt" in self.entry:
+            return A, np.ascontiguousarray(B.T)
+        if "_tn" in self.entry:
+            return np.ascontiguousarray(A.T), B
+        return A, B
+
+    def groups(self, M, N):
+        return (-(-N // self.tile), -(-M // self.tile), 1)
+
+
+KERNELS = [
+    Kernel("tiled16 (plain)", VARIANTS / "tiled16.wgsl", "matmul_nn", 16, bias=False),
+    Kernel("reg8x8 (first cut)", VARIANTS / "reg8x8.wgsl", "matmul_nn", 128),
+    *[Kernel(f"matmul {o}", "matmul", f"matmul_{o}", 128) for o in ("nn", "nt", "tn")],
+    *[Kernel(f"matmul_vec4 {o}", "matmul_vec4", f"matmul_vec4_{o}", 128, aligned=True) for o in ("nn", "nt", "tn")],
+    *[Kernel(f"matmul_vec4 {o}_64", "matmul_vec4", f"matmul_vec4_{o}_64", 64, aligned=True) for o in ("nn", "nt", "tn")],
+]
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def rel_error(out, ref):
+    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref)) if np.isfinite(out).all() else float("inf")
+
+
+def check(kernel, rng, M, N, K):
+    A, B = randn(rng, M, K), randn(rng, K, N)
+    a, b = kernel.operands(A, B)
+    poison = np.full((M, N), np.nan, np.float32)
+    out = gpu.run(kernel.shader, kernel.entry, (M, N, K, 0), kernel.bindings(a, b, poison), kernel.groups(M, N),
+                  out=[4])[4].reshape(M, N)
+    return rel_error(out, A.astype(np.float64) @ B)
+
+
+def gpu_seconds(kernel, rng, M, N, K):
+    a, b = kernel.operands(randn(rng, M, K), randn(rng, K, N))
+    buffers = {0: gpu.uniform((M, N, K, 0))}
+    buffers |= {i: gpu.upload(x) for i, x in kernel.bindings(a, b, np.zeros((M, N), np.float32)).items()}
+    return gpu.seconds_per_dispatch(kernel.shader, kernel.entry, buffers, kernel.groups(M, N))
+
+
+def numpy_seconds(rng, M, N, K):
+    A, B = randn(rng, M, K), randn(rng, K, N)
+    A @ B
+    times = []
+    for _ in range(3):
+        start = time.perf_counter()
+        A @ B
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def cublas():
+    """torch with CUDA, TF32 off everywhere, or None."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+    return torch
+
+
+def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
+    A = torch.randn(M, K, device="cuda", dtype=torch.float32)
+    B = torch.randn(K, N, device="cuda", dtype=torch.float32)
+    out = A @ B
+    ref = A.double() @ B.double()
+    err = float((out.double() - ref).norm() / ref.norm())
+    assert err < 1e-5, f"cuBLAS error {err:.3g}: is TF32 still on?"
+
+    def one_pass(reps):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            torch.matmul(A, B, out=out)
+        end.record()
+        torch.cuda.synchronize()
+        return start.elapsed_time(end) * 1e-3 / reps
+
+    one_pass(3)
+    reps = max(3, min(1000, int(min_pass_s / max(one_pass(3), 1e-7))))
+    return statistics.median(one_pass(reps) for _ in range(passes))
+
+
+def preset_shapes():
+    """(label, M, N, K) of each preset's linear layers over one batch (M = batch_size * block_size)."""
+    shapes = []
+    for p in FACTS["presets"]:
+        M, C = p["batch_size"] * p["block_size"], p["n_embd"]
+        shapes += [(f"{p['id']} qkvo", M, C, C), (f"{p['id']} fc_in", M, 4 * C, C),
+                   (f"{p['id']} fc_out", M, C, 4 * C), (f"{p['id']} head", M, FACTS["vocab_size"], C)]
+    return shapes
+
+
+def hardware(torch) -> str:
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    parts = [f"WebGPU adapter: {gpu.describe()} via wgpu-py", f"CPU: {cpu} x{os.cpu_count()} (numpy)"]
+    if torch:
+        parts.append(f"cuBLAS: {torch.cuda.get_device_name()} (torch {torch.__version__})")
+    return "; ".join(parts)
+
+
+def command_flags(argv):
+    """The flags that change what is measured (not where the JSON goes)."""
+    flags, skip = [], False
+    for a in argv:
+        if skip or a == "--out":
+            skip = not skip
+            continue
+        flags.append(a)
+    return flags
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096], help="square sizes M=N=K")
+    ap.add_argument("--no-presets", action="store_true", help="skip the preset layer shapes")
+    ap.add_argument("--kernels", nargs="+", help="only kernels whose name contains one of these")
+    ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "matmul.json")
+    args = ap.parse_args(argv)
+    rng = np.random.default_rng(0)
+    torch = cublas()
+    kernels = [k for k in KERNELS if not args.kernels or any(s in k.name for s in args.kernels)]
+
+    print(f"adapter: {gpu.describe()}; cuBLAS: {'yes' if torch else 'no (torch with CUDA not importable)'}")
+    good = []
+    for k in kernels:
+        odd = (132, 260, 68) if k.aligned else (37, 65, 100)
+        errors = [check(k, rng, *odd), check(k, rng, *(3 * [min(args.sizes)]))]
+        ok = max(errors) < 1e-5
+        print(f"check {k.name:22s} rel err {max(errors):.2e} {'ok' if ok else 'FAILED: not timed'}")
+        if ok:
+            good.append(k)
+
+    shapes = [(f"{n}^3", n, n, n) for n in args.sizes]
+    if not args.no_presets:
+        shapes += preset_shapes()
+    results = {}  # (series, label) -> GFLOP/s
+    for label, M, N, K in shapes:
+        flops = 2.0 * M * N * K
+        square = label.endswith("^3")
+        if torch:
+            results["cuBLAS fp32 (TF32 off)", label] = flops / cublas_seconds(torch, M, N, K) / 1e9
+        if square:
+            results["numpy (CPU)", label] = flops / numpy_seconds(rng, M, N, K) / 1e9
+        for k in good:
+            if square or k.name != "tiled16 (plain)":
+                results[k.name, label] = flops / gpu_seconds(k, rng, M, N, K) / 1e9
+        line = "  ".join(f"{s}={v:,.0f}" for (s, lab), v in results.items() if lab == label)
+        print(f"{label:14s} {line}", flush=True)
+
+    series_names = list(dict.fromkeys(s for s, _ in results))
+    base = "cuBLAS fp32 (TF32 off)"
+    rows = []
+    print(f"\n{'kernel':26s} {'shape':14s} {'GFLOP/s':>10s} {'vs cuBLAS':>10s}")
+    for label, M, N, K in shapes:
+        for s in series_names:
+            if (s, label) not in results:
+                continue
+            y = results[s, label]
+            ratio = y / results[base, label] if (base, label) in results else None
+            rows.append({"kernel": s, "shape": f"{label} ({M}x{N}x{K})" if not label.endswith("^3") else label,
+                         "GFLOP/s": round(y, 1), "vs cuBLAS": f"{ratio:.1%}" if ratio else "n/a"})
+            print(f"{s:26s} {label:14s} {y:10,.0f} {rows[-1]['vs cuBLAS']:>10s}")
+
+    # The plot keeps the references and the A·B (nn) kernels; the table keeps every figure.
+    plotted = [s for s in series_names if not s.endswith((" nt", " tn", " nt_64", " tn_64"))]
+    series = [{"name": s, "unit": "GFLOP/s",
+               "points": [{"x": n, "y": round(results[s, f"{n}^3"], 1)} for n in args.sizes if (s, f"{n}^3") in results]}
+              for s in plotted]
+    summary = []
+    for n in args.sizes:
+        wgsl = {s: v for (s, lab), v in results.items() if lab == f"{n}^3" and s in {k.name for k in good}}
+        if wgsl:
+            best = max(wgsl, key=wgsl.get)
+            ratio = f" = {wgsl[best] / results[base, f'{n}^3']:.1%} of cuBLAS" if (base, f"{n}^3") in results else ""
+            summary.append(f"{n}^3: best WGSL {best} {wgsl[best]:,.0f} GFLOP/s{ratio}")
+    print("\n" + "\n".join(summary))
+    data = {
+        "benchmark": "matmul",
+        "title": "f32 matmul throughput",
+        "hardware": hardware(torch),
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": " ".join(["python bench/bench_matmul.py", *command_flags(argv if argv is not None else sys.argv[1:])]),
+        "x_label": "M = N = K",
+        "series": [s for s in series if s["points"]],
+        "rows": rows,
+        "notes": "C = A·B in f32. WGSL kernels through wgpu-py (naga to SPIR-V, Vulkan), timed with GPU "
+                 "timestamps over back-to-back dispatches; cuBLAS through PyTorch with TF32 off, timed with "
+                 "CUDA events; numpy on the host CPU. Preset rows: one batch through each linear layer. "
+                 + "; ".join(summary) + ".",
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

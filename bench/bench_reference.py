@@ -1,0 +1,126 @@
+"""Training speed of the reference on this machine's CPU: numpy, and PyTorch eager fp32 if importable.
+
+    python bench/bench_reference.py [--presets tiny,small] [--min-seconds 3]
+
+For each preset, full training steps (forward, backward, clipping, AdamW) on
+random batches of the preset's batch_size x block_size tokens, repeated until
+min-seconds have passed (at least one step; one untimed warm-up step where a
+step is quick). Prints tokens/s and writes content/data/reference_cpu.json,
+where each machine (by CPU model and core count) keeps its own entry, so runs
+on different hosts add up instead of overwriting each other.
+"""
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tinygpt import model  # noqa: E402
+from tinygpt.facts import FACTS  # noqa: E402
+from tinygpt.train import Trainer, TrainConfig  # noqa: E402
+
+OUT = ROOT / "content" / "data" / "reference_cpu.json"
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def timed(step, min_seconds: float) -> tuple[int, float]:
+    """(steps, seconds): one untimed warm-up when a step is quick, then steps until min_seconds."""
+    t0 = time.perf_counter()
+    step()
+    first = time.perf_counter() - t0
+    if first > min_seconds:
+        return 1, first
+    steps, t0 = 0, time.perf_counter()
+    while steps == 0 or time.perf_counter() - t0 < min_seconds:
+        step()
+        steps += 1
+    return steps, time.perf_counter() - t0
+
+
+def bench_numpy(preset_id, config, batch, min_seconds):
+    trainer = Trainer(config, TrainConfig.from_preset(preset_id))
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (batch, config.block_size))
+    return timed(lambda: trainer.train_step(x, np.roll(x, -1, axis=1)), min_seconds)
+
+
+def bench_torch(preset_id, config, batch, min_seconds):
+    import torch
+
+    from tinygpt.torch_model import torch_loss
+
+    P = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(config, 0).items()}
+    opt = torch.optim.AdamW(list(P.values()), lr=1e-3, betas=(0.9, 0.95))
+    x = torch.randint(0, 256, (batch, config.block_size))
+    y = torch.roll(x, -1, dims=1)
+
+    def step():
+        opt.zero_grad()
+        torch_loss(config, P, x, y)[1].backward()
+        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+        opt.step()
+    return timed(step, min_seconds)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
+    ap.add_argument("--min-seconds", type=float, default=3.0)
+    args = ap.parse_args()
+    try:
+        import torch
+        torch_version = torch.__version__
+    except ImportError:
+        torch_version = None
+
+    results = []
+    for preset_id in args.presets.split(","):
+        config = model.GPTConfig.from_preset(preset_id)
+        batch = next(p["batch_size"] for p in FACTS["presets"] if p["id"] == preset_id)
+        tokens = batch * config.block_size
+        row = {"preset": preset_id, "params": model.param_count(config), "batch_size": batch,
+               "block_size": config.block_size}
+        for name, fn in (("numpy", bench_numpy), ("torch", bench_torch if torch_version else None)):
+            if fn is None:
+                continue
+            steps, seconds = fn(preset_id, config, batch, args.min_seconds)
+            row[name] = {"tokens_per_s": round(tokens * steps / seconds, 1), "steps": steps,
+                         "seconds": round(seconds, 3)}
+            print(f"{preset_id:7s} {name:6s} {tokens * steps / seconds:10.0f} tokens/s  ({steps} steps, {seconds:.2f} s)",
+                  flush=True)
+        results.append(row)
+
+    host = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+            "numpy": np.__version__, "torch": torch_version,
+            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
+    # Other work on the machine slows numpy's BLAS threads a lot: record how busy it was.
+    entry = {"host": host, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+             "load_average_1m": round(os.getloadavg()[0], 2),
+             "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]), "results": results}
+    data = json.loads(OUT.read_text()) if OUT.exists() else {"runs": []}
+    data["runs"] = [r for r in data["runs"] if (r["host"]["cpu"], r["host"]["cores"]) != (host["cpu"], host["cores"])]
+    data["runs"].append(entry)
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(data, indent=2) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,195 @@
+"""Training throughput of the WebGPU backend (Node + Dawn, the code users run)
+beside PyTorch eager fp32 (TF32 off) training the same model on the same GPU.
+
+    python bench/bench_train.py                      # bundle the CLI, all presets, write content/data/train_gpu.json
+    python bench/bench_train.py --presets huge --steps 20 --node /tmp/node --no-bundle --out $OUT/train_gpu.json
+
+Tokens/s counts batch_size * block_size tokens per optimizer step, timed after
+a few warm-up steps. PyTorch runs only where torch with CUDA is importable; the
+ratio is WebGPU / PyTorch.
+"""
+import argparse
+import json
+import math
+import platform
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tinygpt.facts import FACTS, preset  # noqa: E402
+
+CLI = ROOT / "dist-cli" / "train.js"
+WARMUP = 3
+
+
+def bundle() -> None:
+    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "webapp/cli/train.ts", "--bundle", "--platform=node",
+                    "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={CLI}", "--log-level=warning"],
+                   cwd=ROOT, check=True)
+
+
+def corpus(path: Path, size: int = 4 << 20) -> Path:
+    """Python standard-library sources (one of the app's corpora), present wherever Python is."""
+    out = bytearray()
+    for f in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        out += f.read_bytes()
+        if len(out) >= size:
+            break
+    path.write_bytes(bytes(out[:size]))
+    return path
+
+
+def param_count(p: dict) -> int:
+    C, V, T, L = p["n_embd"], FACTS["vocab_size"], p["block_size"], p["n_layer"]
+    return V * C + T * C + 2 * C + L * (4 * (C * C + C) + 4 * C + 2 * 4 * C * C + 4 * C + C)
+
+
+def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict:
+    stats = tmp / f"{preset_id}.json"
+    cmd = [node, str(CLI), "--preset", preset_id, "--corpus", str(text), "--steps", str(steps), "--out",
+           str(tmp / f"{preset_id}.tinygpt"), "--eval-every", "0", "--stats", str(stats), "--quiet", "--profile"]
+    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400)
+    if run.returncode != 0:
+        return {"error": (run.stdout + run.stderr)[-2000:]}
+    return json.loads(stats.read_text())
+
+
+def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    p = preset(preset_id)
+    V, C, H, T, L, B = FACTS["vocab_size"], p["n_embd"], p["n_head"], p["block_size"], p["n_layer"], p["batch_size"]
+    dev = torch.device("cuda")
+    torch.manual_seed(0)
+
+    def linear(i, o):
+        return torch.nn.Linear(i, o, device=dev)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = torch.nn.LayerNorm(C, device=dev), torch.nn.LayerNorm(C, device=dev)
+            self.q, self.k, self.v, self.o = (linear(C, C) for _ in range(4))
+            self.fc_in, self.fc_out = linear(C, 4 * C), linear(4 * C, C)
+
+        def forward(self, x):
+            h = self.ln1(x)
+            split = lambda t: t.view(B, T, H, C // H).transpose(1, 2)  # noqa: E731
+            y = F.scaled_dot_product_attention(split(self.q(h)), split(self.k(h)), split(self.v(h)), is_causal=True)
+            x = x + self.o(y.transpose(1, 2).reshape(B, T, C))
+            return x + self.fc_out(F.gelu(self.fc_in(self.ln2(x))))
+
+    class GPT(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = torch.nn.Embedding(V, C, device=dev), torch.nn.Embedding(T, C, device=dev)
+            self.blocks = torch.nn.ModuleList(Block() for _ in range(L))
+            self.ln_f = torch.nn.LayerNorm(C, device=dev)
+
+        def forward(self, idx, targets):
+            x = self.wte(idx) + self.wpe(torch.arange(T, device=dev))
+            for b in self.blocks:
+                x = b(x)
+            logits = self.ln_f(x) @ self.wte.weight.T
+            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
+
+    gpt = GPT()
+    o = FACTS["optimizer"]
+    params = list(gpt.parameters())
+    opt = torch.optim.AdamW([{"params": [q for q in params if q.dim() == 2], "weight_decay": o["weight_decay"]},
+                             {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}],
+                            lr=p["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+    data = torch.frombuffer(bytearray(text.read_bytes()), dtype=torch.uint8).to(dev).long()
+    gen = torch.Generator(device=dev).manual_seed(0)
+
+    def step():
+        starts = torch.randint(0, len(data) - T - 1, (B,), device=dev, generator=gen)
+        rows = starts[:, None] + torch.arange(T + 1, device=dev)
+        chunk = data[rows]
+        loss = gpt(chunk[:, :-1], chunk[:, 1:])
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, o["grad_clip"])
+        opt.step()
+        return loss
+
+    for _ in range(WARMUP):
+        step()
+    torch.cuda.synchronize()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps):
+        loss = step()
+    torch.cuda.synchronize()
+    elapsed = time.perf_counter() - t0
+    return {"tokens_per_s": steps * B * T / elapsed, "ms_per_step": 1000 * elapsed / steps, "final_loss": loss.item(),
+            "device": torch.cuda.get_device_name(), "torch": torch.__version__}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
+    ap.add_argument("--steps", type=int, default=30, help="timed steps per preset (after %d warm-up steps)" % WARMUP)
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--no-bundle", action="store_true", help="use the existing dist-cli/train.js")
+    ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "train_gpu.json")
+    args = ap.parse_args()
+    if not args.no_bundle:
+        bundle()
+    results = []
+    with tempfile.TemporaryDirectory() as d:
+        tmp = Path(d)
+        text = corpus(tmp / "corpus.txt")
+        for pid in args.presets.split(","):
+            p = preset(pid)
+            row = {"preset": pid, "params": param_count(p), "batch_size": p["batch_size"], "block_size": p["block_size"]}
+            gpu = webgpu(args.node, pid, args.steps + WARMUP, text, tmp)
+            row["webgpu"] = gpu
+            try:
+                ref = torch_eager(pid, args.steps, text)
+            except Exception as e:  # a failed baseline is reported, not fatal to the WebGPU figures
+                ref = {"error": f"{type(e).__name__}: {e}"}
+            row["pytorch_eager_fp32"] = ref
+            if ref and "tokens_per_s" in ref and "tokens_per_s" in gpu:
+                row["ratio"] = gpu["tokens_per_s"] / ref["tokens_per_s"]
+            results.append(row)
+            tok = gpu.get("tokens_per_s", math.nan)
+            line = f"{pid:7s} webgpu {tok:12.0f} tok/s"
+            if "ratio" in row:
+                line += f"   pytorch {ref['tokens_per_s']:12.0f} tok/s   ratio {row['ratio']:.3f}"
+            for r in (gpu.get("profile") or [])[:8]:
+                line += f"\n    {r['ms']:8.2f} ms {r['dispatches']:3d} x {r['op']} ({r['workgroups']} wg)"
+            for side, r in (("webgpu", gpu), ("pytorch", ref)):
+                if r and "error" in r:
+                    line += f"\n  {side} error: {r['error']}"
+            print(line, flush=True)
+    out = {
+        "benchmark": "training tokens/s per preset: WebGPU backend (Node + Dawn) vs PyTorch eager fp32, TF32 off",
+        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": {"machine": platform.machine(), "system": platform.platform(), "python": platform.python_version()},
+        "gpu": next((r["pytorch_eager_fp32"]["device"] for r in results if r["pytorch_eager_fp32"] and "device" in r["pytorch_eager_fp32"]), None),
+        "webgpu_adapter": next((r["webgpu"]["device"] for r in results if "device" in r["webgpu"]), None),
+        "steps": args.steps, "warmup_steps": WARMUP,
+        "command": "python bench/bench_train.py " + " ".join(sys.argv[1:]),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

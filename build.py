@@ -1,0 +1,10 @@
+#!/usr/bin/env python3
+"""TinyGPT's one command. `python build.py` builds dist/; `python build.py serve
+[--port N]` serves it with production headers and rebuilds on edits;
+`python build.py test` builds, type-checks and runs every test."""
+import sys
+
+from tinygpt.build.main import main
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

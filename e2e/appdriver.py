@@ -1,0 +1,94 @@
+"""Driving the app page (/app/) from the e2e tests: open it, pick a model and
+run settings, train, read the loss table, sample. Waits poll the page from
+Python (the site's CSP forbids the eval that Playwright's wait_for_function
+needs)."""
+import math
+import time
+
+from playwright.sync_api import expect
+
+LN_VOCAB = math.log(256)
+
+
+def open_app(open_page, browser, path: str = "/app/"):
+    visit = open_page(browser, path)
+    assert visit.response.status == 200
+    page = visit.page
+    expect(page.locator("#worker-status[data-ready=yes]")).to_be_visible(timeout=30_000)
+    expect(page.locator("#caps[data-webgpu=yes], #caps[data-webgpu=no]")).to_have_count(1, timeout=30_000)
+    return visit
+
+
+def wait_for(predicate, timeout: float, what: str, page=None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.2)
+    messages = page.locator("#messages").inner_text() if page else ""
+    raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}; page messages: {messages!r}")
+
+
+def configure(page, *, steps: int, eval_every: int, save_every: int, backend: str = "auto",
+              batch: int | None = None, block: int | None = None):
+    """The Tiny shape; with batch/block the custom preset holding Tiny's shape at that batch and context."""
+    if batch is not None or block is not None:
+        page.check("input[name=preset][value=custom]")
+        if batch is not None:
+            page.fill("#c-batch_size", str(batch))
+        if block is not None:
+            page.fill("#c-block_size", str(block))
+    else:
+        page.check("input[name=preset][value=tiny]")
+    page.fill("#steps", str(steps))
+    page.fill("#eval-every", str(eval_every))
+    page.fill("#save-every", str(save_every))
+    page.select_option("#backend", backend)
+
+
+def state(page) -> str:
+    return page.locator("#app").get_attribute("data-state")
+
+
+def step(page) -> int:
+    text = page.locator("#stat-step").inner_text()
+    return int(text.split("/")[0]) if text.strip()[:1].isdigit() else 0
+
+
+def wait_state(page, wanted: str, timeout: float):
+    wait_for(lambda: state(page) == wanted, timeout, f"state {wanted!r}", page)
+
+
+def wait_step(page, n: int, timeout: float):
+    wait_for(lambda: step(page) >= n, timeout, f"step {n}", page)
+
+
+def loss_table(page) -> list[tuple[int, float, float | None]]:
+    """(step, train, val or None) for every point the page holds."""
+    box = page.locator("#loss-table-box")
+    if box.get_attribute("open") is None:
+        page.locator("#loss-table-box summary").click()
+    rows = page.locator("#loss-table tbody tr").evaluate_all(
+        "rows => rows.map(r => [...r.cells].map(c => c.textContent))")
+    return [(int(s), float(t), float(v) if v else None) for s, t, v in rows]
+
+
+def sample(page, prompt: str, *, temperature: float, top_k: int, length: int, timeout: float) -> tuple[str, int]:
+    """The sampled text, and how many times the output changed while it streamed."""
+    page.fill("#prompt", prompt)
+    page.fill("#temperature", str(temperature))
+    page.fill("#top-k", str(top_k))
+    page.fill("#length", str(length))
+    # Counts DOM updates of the output: a streamed sample updates it many times, a buffered one once.
+    page.evaluate("""() => {
+        const out = document.querySelector('#sample-out');
+        window.sampleUpdates = 0;
+        window.sampleObserver?.disconnect();
+        window.sampleObserver = new MutationObserver(() => window.sampleUpdates++);
+        window.sampleObserver.observe(out, {childList: true, characterData: true, subtree: true});
+    }""")
+    page.click("#btn-sample")
+    out = page.locator("#sample-out")  # the click set data-done="no" before any token could arrive
+    wait_for(lambda: out.get_attribute("data-done") == "yes", timeout, "the sample to finish", page)
+    wait_state(page, "ready", 10)
+    return out.inner_text(), page.evaluate("window.sampleUpdates")

@@ -1,0 +1,119 @@
+"""The built site in headless Chromium, served with the production headers."""
+import re
+import xml.etree.ElementTree as ET
+from urllib.request import urlopen
+
+import pytest
+
+ATOM = "{http://www.w3.org/2005/Atom}"
+SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
+PLACEHOLDER = re.compile(r"lorem ipsum|\bTODO\b|\bTBD\b|\bFIXME\b", re.I)
+
+
+def sitemap_paths(site_url: str) -> list[str]:
+    with urlopen(site_url + "/sitemap.xml") as r:
+        root = ET.fromstring(r.read())
+    return [re.sub(r"^https?://[^/]+", "", loc.text) for loc in root.iter(f"{SITEMAP}loc")]
+
+
+def test_sitemap_is_valid_xml_listing_every_page(site_url, dist):
+    paths = sitemap_paths(site_url)
+    built = {"/" + str(p.relative_to(dist).parent).replace(".", "").strip("/") for p in dist.rglob("index.html")}
+    built = {p if p == "/" else p + "/" for p in built}
+    assert set(paths) == built
+    assert "/docs/getting-started/" in paths
+
+
+def test_every_page_loads_clean_and_isolated(browser, open_page, site_url):
+    paths = sitemap_paths(site_url)
+    visit = open_page(browser, paths[0])
+    for path in paths:
+        assert visit.goto(path).status == 200, path
+        assert visit.problems() == [], path
+        assert visit.page.evaluate("crossOriginIsolated") is True, path
+
+
+def test_pages_load_clean_without_webgpu(browser_no_webgpu, open_page):
+    visit = open_page(browser_no_webgpu, "/")
+    for path in ["/", "/docs/", "/speedup/"]:
+        assert visit.goto(path).status == 200, path
+        assert visit.problems() == [], path
+
+
+def test_navigation_follows_nav_and_docs_links(browser, open_page):
+    visit = open_page(browser, "/")
+    page = visit.page
+    page.get_by_role("navigation", name="Site").get_by_role("link", name="Docs").click()
+    page.wait_for_url("**/docs/")
+    assert page.locator("h1").inner_text() == "Docs"
+    page.get_by_role("link", name="Getting started").first.click()
+    page.wait_for_url("**/docs/getting-started/")
+    toc_link = page.locator(".toc a").first
+    anchor = toc_link.get_attribute("href")
+    toc_link.click()
+    assert page.url.endswith(anchor)
+    assert page.locator(anchor).is_visible()
+    assert visit.problems() == []
+
+
+def test_missing_page_gets_the_404_page(browser, open_page):
+    visit = open_page(browser, "/no/such/page/")
+    assert visit.response.status == 404
+    assert visit.page.locator("h1").inner_text() == "Page not found"
+    assert visit.problems() == []
+    visit.page.get_by_role("link", name="home page").click()
+    visit.page.wait_for_url(lambda url: url.endswith("/"))
+
+
+def test_feed_is_atom_with_every_post(site_url, dist):
+    with urlopen(site_url + "/feed.xml") as r:
+        assert r.headers["Cache-Control"].startswith("public, max-age=0")
+        feed = ET.fromstring(r.read())
+    assert feed.tag == f"{ATOM}feed"
+    entries = feed.findall(f"{ATOM}entry")
+    posts = list((dist / "devlog").glob("*/index.html"))
+    assert len(entries) == len(posts) >= 1
+    for entry in entries:
+        assert entry.find(f"{ATOM}title").text and entry.find(f"{ATOM}updated").text
+
+
+@pytest.mark.parametrize("path", ["/", "/docs/", "/feed.xml", "/gallery/manifest.json"])
+def test_production_headers_on_every_kind_of_path(site_url, path):
+    with urlopen(site_url + path) as r:
+        h = r.headers
+    assert h["Cross-Origin-Opener-Policy"] == "same-origin"
+    assert h["Cross-Origin-Embedder-Policy"] == "require-corp"
+    assert "default-src 'self'" in h["Content-Security-Policy"]
+    assert "unsafe-inline" not in h["Content-Security-Policy"]
+    assert h["X-Content-Type-Options"] == "nosniff"
+    assert "immutable" not in h["Cache-Control"]
+
+
+def test_hashed_assets_are_immutable(site_url, dist):
+    asset = next(p for p in (dist / "assets").iterdir() if p.suffix == ".css")
+    with urlopen(f"{site_url}/assets/{asset.name}") as r:
+        assert r.headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        assert r.headers["Cross-Origin-Embedder-Policy"] == "require-corp"
+
+
+def test_no_placeholder_text_on_any_built_page(dist):
+    for page in dist.rglob("*.html"):
+        text = page.read_text()
+        match = PLACEHOLDER.search(re.sub(r"<[^>]+>", " ", text))
+        assert match is None, f"{page.relative_to(dist)}: placeholder text {match[0]!r}"
+
+
+def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
+    from tinygpt.build import serve
+
+    live = serve.LiveReload()
+    server, url = serve.start_in_thread(dist, 0, live)
+    try:
+        visit = open_page(browser, url + "/docs/")
+        visit.page.wait_for_function("performance.getEntriesByName(location.origin + '/__livereload').length > 0")
+        with visit.page.expect_navigation():
+            live.bump()
+        assert visit.problems() == []
+    finally:
+        server.shutdown()
+        server.server_close()

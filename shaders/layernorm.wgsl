@@ -1,0 +1,130 @@
+// layernorm.wgsl: LayerNorm over the last dimension (biased variance, eps from Params), with the
+// statistics saved for the backward pass.
+//
+// layernorm_forward  out = (x - mean)·rstd·weight + bias per row; saves mean and rstd.
+//   bindings 0 params, 1 x [rows,C] (read), 2 weight [C] (read), 3 bias [C] (read),
+//            4 out [rows,C] (read_write), 5 mean [rows] (read_write), 6 rstd [rows] (read_write).
+//   workgroup 128 (one row); dispatch (rows, 1, 1), rows <= 65535.
+// layernorm_backward_dx  dx = rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight, per row;
+//   with ACCUMULATE, dx += that (the residual stream's gradient).
+//   bindings 0 params, 1 x, 2 weight, 5 mean (read), 6 rstd (read), 7 dout [rows,C] (read),
+//            8 dx [rows,C] (read_write).
+//   workgroup 128 (one row); dispatch (rows, 1, 1).
+// layernorm_backward_params  dweight[c] = sum_rows dout·xhat, dbias[c] = sum_rows dout, rows summed
+//   in a fixed order (deterministic); overwrites.
+//   bindings 0 params, 1 x, 5 mean (read), 6 rstd (read), 7 dout (read), 9 dweight [C] (read_write),
+//            10 dbias [C] (read_write).
+//   workgroup 256 (32 columns x 8 row slices); dispatch (ceil(C/32), 1, 1).
+//
+// Params: rows (u32), C (u32), eps (f32), flags (u32: bit 1 ACCUMULATE, for backward_dx).
+
+struct Params {
+  rows: u32,
+  C: u32,
+  eps: f32,
+  flags: u32,
+}
+
+const ACCUMULATE = 2u;
+const WG = 128u;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> x: array<f32>;
+@group(0) @binding(2) var<storage, read> weight: array<f32>;
+@group(0) @binding(3) var<storage, read> bias: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+@group(0) @binding(5) var<storage, read_write> mean_out: array<f32>;
+@group(0) @binding(6) var<storage, read_write> rstd_out: array<f32>;
+@group(0) @binding(5) var<storage, read> mean_in: array<f32>;
+@group(0) @binding(6) var<storage, read> rstd_in: array<f32>;
+@group(0) @binding(7) var<storage, read> dout: array<f32>;
+@group(0) @binding(8) var<storage, read_write> dx: array<f32>;
+@group(0) @binding(9) var<storage, read_write> dweight: array<f32>;
+@group(0) @binding(10) var<storage, read_write> dbias: array<f32>;
+
+var<workgroup> scratch: array<f32, 256>;
+var<workgroup> scratch2: array<f32, 256>;
+
+// Sum of v over the 128 invocations of a row workgroup, in a fixed tree order; every
+// invocation gets the result.
+fn row_sum(t: u32, v: f32) -> f32 {
+  scratch[t] = v;
+  workgroupBarrier();
+  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
+    if (t < stride) { scratch[t] += scratch[t + stride]; }
+    workgroupBarrier();
+  }
+  let total = scratch[0];
+  workgroupBarrier();
+  return total;
+}
+
+@compute @workgroup_size(128)
+fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let base = wg.x * p.C;
+  var s = 0.0;
+  for (var i = t; i < p.C; i += WG) { s += x[base + i]; }
+  let mean = row_sum(t, s) / f32(p.C);
+  var ss = 0.0;
+  for (var i = t; i < p.C; i += WG) {
+    let d = x[base + i] - mean;
+    ss += d * d;
+  }
+  let rstd = 1.0 / sqrt(row_sum(t, ss) / f32(p.C) + p.eps);
+  for (var i = t; i < p.C; i += WG) {
+    out[base + i] = (x[base + i] - mean) * rstd * weight[i] + bias[i];
+  }
+  if (t == 0u) {
+    mean_out[wg.x] = mean;
+    rstd_out[wg.x] = rstd;
+  }
+}
+
+@compute @workgroup_size(128)
+fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let base = wg.x * p.C;
+  let mean = mean_in[wg.x];
+  let rstd = rstd_in[wg.x];
+  var sg = 0.0;
+  var sgx = 0.0;
+  for (var i = t; i < p.C; i += WG) {
+    let g = dout[base + i] * weight[i];
+    sg += g;
+    sgx += g * (x[base + i] - mean) * rstd;
+  }
+  let mean_g = row_sum(t, sg) / f32(p.C);
+  let mean_gx = row_sum(t, sgx) / f32(p.C);
+  for (var i = t; i < p.C; i += WG) {
+    let xhat = (x[base + i] - mean) * rstd;
+    var d = rstd * (dout[base + i] * weight[i] - mean_g - xhat * mean_gx);
+    if ((p.flags & ACCUMULATE) != 0u) { d += dx[base + i]; }
+    dx[base + i] = d;
+  }
+}
+
+@compute @workgroup_size(256)
+fn layernorm_backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  let col = wg.x * 32u + t % 32u;
+  var sw = 0.0;
+  var sb = 0.0;
+  if (col < p.C) {
+    for (var r = t / 32u; r < p.rows; r += 8u) {
+      let d = dout[r * p.C + col];
+      sw += d * (x[r * p.C + col] - mean_in[r]) * rstd_in[r];
+      sb += d;
+    }
+  }
+  scratch[t] = sw;
+  scratch2[t] = sb;
+  workgroupBarrier();
+  if (t < 32u && col < p.C) {
+    var tw = 0.0;
+    var tb = 0.0;
+    for (var s = 0u; s < 8u; s++) {
+      tw += scratch[s * 32u + t];
+      tb += scratch2[s * 32u + t];
+    }
+    dweight[col] = tw;
+    dbias[col] = tb;
+  }
+}

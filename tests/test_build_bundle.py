@@ -1,0 +1,74 @@
+"""Bundling with esbuild: hashed ESM entry points, WGSL as text, JSON as data,
+CSS from the page script, errors located; `npm ci` when node_modules is stale."""
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tinygpt.build import bundle
+from tinygpt.build.context import BuildError, Context
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def root(tmp_path):
+    if not (REPO / "node_modules" / ".bin" / "esbuild").exists():
+        pytest.skip("node_modules is not installed (npm ci)")
+    (tmp_path / "node_modules").symlink_to(REPO / "node_modules")
+    (tmp_path / "package-lock.json").write_text("{}")
+    os.utime(tmp_path / "package-lock.json", (0, 0))  # older than node_modules: no npm ci
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "site.css").write_text("body { margin: 0 }\n")
+    app = tmp_path / "webapp" / "app"
+    app.mkdir(parents=True)
+    (tmp_path / "webapp" / "worker").mkdir()
+    (tmp_path / "shaders").mkdir()
+    (tmp_path / "shaders" / "k.wgsl").write_text("// KERNEL SOURCE\n")
+    (tmp_path / "facts.json").write_text(json.dumps({"answer": 42}))
+    (app / "app.css").write_text(".x { color: red }\n")
+    (app / "main.ts").write_text('import src from "../../shaders/k.wgsl";\nimport facts from "../../facts.json";\n'
+                                 'import "./app.css";\nconsole.log(src, facts.answer);\n')
+    (tmp_path / "webapp" / "worker" / "worker.ts").write_text('self.onmessage = () => postMessage("pong");\n')
+    return tmp_path
+
+
+def test_entry_points_are_hashed_esm_with_text_wgsl_and_json_data(root):
+    ctx = Context(root=root, out=root / "out", cache=root / ".cache")
+    summary = bundle.run(ctx)
+    assert "app, worker" in summary
+    assert set(ctx.assets) == {"app", "app_css", "worker", "site_css"}
+    for name in ("app", "worker", "app_css", "site_css"):
+        path = ctx.out / ctx.assets[name].lstrip("/")
+        assert path.exists(), name
+        assert ctx.assets[name].startswith(f"/assets/{name.split('_')[0]}-")
+    app = (ctx.out / ctx.assets["app"].lstrip("/")).read_text()
+    assert "// KERNEL SOURCE" in app and "42" in app
+    assert (ctx.out / (ctx.assets["app"].lstrip("/") + ".map")).exists()
+    assert ".highlight" in (ctx.out / ctx.assets["site_css"].lstrip("/")).read_text()  # pygments classes
+
+
+def test_esbuild_error_names_file_line_col(root):
+    source = "const x = ;\n"
+    (root / "webapp" / "app" / "main.ts").write_text(source)
+    with pytest.raises(BuildError) as e:
+        bundle.run(Context(root=root, out=root / "out", cache=root / ".cache"))
+    assert e.value.where == f"webapp/app/main.ts:1:{source.index(';') + 1}"
+
+
+def test_npm_ci_runs_when_node_modules_is_older_than_the_lock(tmp_path, monkeypatch):
+    calls = []
+    monkeypatch.setattr(bundle.subprocess, "run",
+                        lambda cmd, **kw: calls.append(cmd) or bundle.subprocess.CompletedProcess(cmd, 0, "", ""))
+    (tmp_path / "node_modules").mkdir()
+    (tmp_path / "node_modules" / ".package-lock.json").write_text("{}")
+    (tmp_path / "package-lock.json").write_text("{}")
+    os.utime(tmp_path / "node_modules" / ".package-lock.json", (0, 0))
+    bundle.ensure_node_modules(tmp_path)
+    assert calls and calls[0][:2] == ["npm", "ci"]
+    calls.clear()
+    os.utime(tmp_path / "package-lock.json", (0, 0))
+    os.utime(tmp_path / "node_modules" / ".package-lock.json", None)
+    bundle.ensure_node_modules(tmp_path)
+    assert calls == []

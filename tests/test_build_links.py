@@ -1,0 +1,78 @@
+"""The link checker: broken links and anchors, inline script/style, Pages limits."""
+import pytest
+
+from tinygpt.build import links
+from tinygpt.build.context import BuildError
+
+
+def site(tmp_path, pages: dict[str, str]):
+    for rel, body in pages.items():
+        path = tmp_path / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"<!doctype html><html><head></head><body>{body}</body></html>")
+    return tmp_path
+
+
+def test_good_links_anchors_and_folder_urls_pass(tmp_path):
+    out = site(tmp_path, {
+        "index.html": '<a href="/docs/#intro">d</a> <a href="docs/a/">a</a> <a href="https://example.org/x">ext</a>'
+                      '<a href="#top" id="top">t</a> <a href="/docs">no slash</a> <a href="/feed.xml">feed</a>',
+        "docs/index.html": '<h2 id="intro">Intro</h2><a href="../">up</a><a href="a/#s">a</a>',
+        "docs/a/index.html": '<p id="s">s</p><script type="module" src="/app.js"></script>',
+        "app.js": "",
+        "feed.xml": "",
+    })
+    (out / "app.js").write_text("x")
+    assert links.check(out) == 9  # 6 links on the home page, 2 on docs/, 1 script
+
+
+def test_broken_link_names_page_source_and_link(tmp_path):
+    out = site(tmp_path, {"index.html": "", "docs/a/index.html": '<a href="/docs/b/">b</a>'})
+    with pytest.raises(BuildError) as e:
+        links.check(out, {"/docs/a/": "content/docs/a.md"})
+    assert e.value.where == "content/docs/a.md"
+    assert "docs/a/index.html: broken link '/docs/b/'" in str(e.value)
+
+
+def test_broken_anchor_is_caught(tmp_path):
+    out = site(tmp_path, {"index.html": '<a href="/docs/#missing">x</a>', "docs/index.html": '<h2 id="there">t</h2>'})
+    with pytest.raises(BuildError, match="broken anchor '/docs/#missing'"):
+        links.check(out)
+
+
+def test_every_problem_is_listed_not_just_the_first(tmp_path):
+    out = site(tmp_path, {"index.html": '<a href="/a/">a</a><img src="/b.png" alt="">'})
+    with pytest.raises(BuildError) as e:
+        links.check(out)
+    assert "'/a/'" in str(e.value) and "'/b.png'" in str(e.value)
+
+
+@pytest.mark.parametrize("body", ['<script>alert(1)</script>', '<p style="color: red">x</p>',
+                                  '<style>p{}</style>', '<button onclick="go()">x</button>'])
+def test_inline_script_and_style_fail_the_build(tmp_path, body):
+    with pytest.raises(BuildError, match="CSP"):
+        links.check(site(tmp_path, {"index.html": body}))
+
+
+def test_json_data_scripts_are_allowed(tmp_path):
+    links.check(site(tmp_path, {"index.html": '<script type="application/json">{"a": 1}</script>'}))
+
+
+def test_redirect_targets_must_exist(tmp_path):
+    out = site(tmp_path, {"index.html": ""})
+    with pytest.raises(BuildError, match="_redirects sends"):
+        links.check_redirects(out)
+    for _, target, _ in links.REDIRECTS:
+        site(tmp_path, {target.strip("/") + "/index.html": ""})
+    links.check_redirects(out)
+
+
+def test_pages_limits(tmp_path, monkeypatch):
+    (tmp_path / "big.bin").write_bytes(b"x" * 2048)
+    monkeypatch.setattr(links, "MAX_FILE_BYTES", 1024)
+    with pytest.raises(BuildError, match="big.bin .*25 MiB"):
+        links.check_limits(tmp_path)
+    monkeypatch.setattr(links, "MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr(links, "MAX_FILES", 0)
+    with pytest.raises(BuildError, match="1 files"):
+        links.check_limits(tmp_path)

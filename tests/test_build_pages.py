@@ -1,0 +1,103 @@
+"""Rendering Markdown and templates, errors located in the right file, and the
+atomic build."""
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tinygpt.build import main, markdown, pages
+from tinygpt.build.context import BuildError
+from tinygpt.facts import FACTS
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def make_site(root: Path, files: dict[str, str]) -> Path:
+    """A site with the real templates and stylesheet and the given content files."""
+    shutil.copytree(REPO / "site", root / "site", ignore=shutil.ignore_patterns("app.html"))
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return root
+
+
+MINIMAL = {
+    "content/index.md": '+++\ntitle = "Home"\n+++\nWelcome. See [the guide](/docs/guide/#install).\n',
+    "content/docs/guide.md": '+++\ntitle = "Guide"\nsection = "Start"\n+++\n## Install\n\nRun it.\n\n## Use\n\n'
+                             "```python\nprint('hi')\n```\n\nGate: {{ facts.gate.mean_rel | pct }}\n",
+    "content/speedup.md": '+++\ntitle = "Speedup"\n+++\nNumbers.\n',
+    "content/roadmap.md": '+++\ntitle = "Roadmap"\n+++\nLevers.\n',
+    "content/app.md": '+++\ntitle = "App"\n+++\nThe app.\n',  # old addresses redirect to /app/ and /devlog/
+    "content/devlog/first.md": '+++\ntitle = "First"\ndate = 2026-11-30\n+++\nHello.\n',
+}
+
+
+def render(root: Path) -> Path:
+    from tinygpt.build import content, plots
+
+    out = root / "out"
+    pages.render_all(root, out, {"site_css": "/assets/site.css"}, content.load(root), {"plots": plots.load(root)})
+    return out
+
+
+def test_markdown_highlights_code_and_builds_toc_without_inline_style():
+    html, toc = markdown.render("## One\n\n| a | b |\n|--:|---|\n| 1 | 2 |\n\n### Two\n\n```python\nx = 1\n```\n")
+    assert '<h2 id="one">' in html and '<span class="n">x</span>' in html
+    assert 'class="align-right"' in html and "style=" not in html
+    assert toc == '<ul><li class="toc-h2"><a href="#one">One</a></li><li class="toc-h3"><a href="#two">Two</a></li></ul>'
+
+
+def test_raw_html_in_markdown_is_escaped():
+    html, _ = markdown.render('<script>alert(1)</script> <b onclick="x">b</b>')
+    assert "<script>" not in html and "&lt;script&gt;" in html
+
+
+def test_pages_render_with_facts_toc_and_highlighting(tmp_path):
+    out = render(make_site(tmp_path, MINIMAL))
+    guide = (out / "docs/guide/index.html").read_text()
+    assert f"Gate: {FACTS['gate']['mean_rel'] * 100:g}%" in guide
+    assert 'href="#install"' in guide and '<span class="nb">print</span>' in guide
+    assert '<meta property="og:title" content="Guide">' in guide
+    assert (out / "index.html").exists() and (out / "404.html").exists() and (out / "docs/index.html").exists()
+    assert "No measurements yet" in (out / "speedup/index.html").read_text()
+
+
+def test_unknown_template_variable_names_template_and_line(tmp_path):
+    site = make_site(tmp_path, {**MINIMAL, "content/odd.md": '+++\ntitle = "Odd"\ntemplate = "odd.html"\n+++\n'})
+    (site / "site/templates/odd.html").write_text('{% extends "base.html" %}\n{% block content %}\n{{ page.nope }}\n{% endblock %}\n')
+    with pytest.raises(BuildError) as e:
+        render(site)
+    assert e.value.where == "site/templates/odd.html:3"
+    assert "nope" in str(e.value) and "content/odd.md" in str(e.value)
+
+
+def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
+    site = make_site(tmp_path, {**MINIMAL, "content/docs/bad.md": '+++\ntitle = "Bad"\n+++\nline one\n\n{{ facts.nope.deeper }}\n'})
+    with pytest.raises(BuildError) as e:
+        render(site)
+    assert e.value.where == "content/docs/bad.md:6"
+
+
+def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, capsys):
+    site = make_site(tmp_path, MINIMAL)
+    steps = ["bundle", "pages", "deploy", "links"]
+    assert main.build(site, steps=steps)
+    dist = site / "dist"
+    before = (dist / "docs/guide/index.html").read_text()
+    (site / "content/docs/guide.md").write_text('+++\ntitle = "Guide"\n+++\n[broken](/docs/missing/)\n')
+    capsys.readouterr()
+    assert not main.build(site, steps=steps)
+    err = capsys.readouterr().err
+    assert err.startswith("error: content/docs/guide.md: docs/guide/index.html: broken link '/docs/missing/'")
+    assert (dist / "docs/guide/index.html").read_text() == before
+    assert not list(site.glob(".dist-*")), "the temporary folder is cleaned up"
+
+
+def test_successful_build_swaps_in_the_new_dist(tmp_path):
+    site = make_site(tmp_path, MINIMAL)
+    assert main.build(site, steps=["bundle", "pages"])
+    (site / "content/docs/guide.md").write_text('+++\ntitle = "Guide two"\n+++\nNew.\n')
+    assert main.build(site, steps=["bundle", "pages"])
+    assert "Guide two" in (site / "dist/docs/guide/index.html").read_text()
+    assert sorted(p.name for p in site.iterdir() if p.name.startswith(".dist")) == []

@@ -1,0 +1,90 @@
+"""The web engine in Node: bundle webapp/engine/test/*.test.ts with esbuild, run
+`node --test` on Dawn with SwiftShader's Vulkan driver. The Node tests check
+golden parity with tests/fixtures/golden_tiny.json on the WebGPU backend,
+checkpoint round trips, version 1 files, corrupt-file messages, greedy
+sampling; this file adds the Python side: Node reads the Python writer's file
+and re-saves it, Python reads both back, and Python's reference gets the same
+loss from a file the engine trained and saved."""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tinygpt import checkpoint, model
+from tinygpt.train import Trainer, TrainConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = ROOT / "node_modules" / ".bin"
+SWIFTSHADER = "/usr/lib/chromium/vk_swiftshader_icd.json"
+
+
+def python_checkpoint(path: Path) -> checkpoint.Checkpoint:
+    """A few reference steps on a small model, saved with Adam state: a file with nothing default in it."""
+    config = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=16, n_head=2, block_size=8)
+    trainer = Trainer(config, TrainConfig(batch_size=2, lr=1e-2, warmup_steps=2, seed=3))
+    tokens = np.frombuffer(b"to be or not to be, that is the question", dtype=np.uint8)
+    for i in range(3):
+        x = np.stack([tokens[i:i + 8], tokens[i + 9:i + 17]]).astype(np.int64)
+        y = np.stack([tokens[i + 1:i + 9], tokens[i + 10:i + 18]]).astype(np.int64)
+        loss = trainer.train_step(x, y, 1e-2)["loss"]
+        trainer.history.append({"step": trainer.step, "train": loss, **({"val": loss + 0.25} if i == 2 else {})})
+    ckpt = checkpoint.from_trainer(trainer, dataset={"name": "hamlet", "bytes": len(tokens), "sha256": "0" * 64},
+                                   include_optimizer=True)
+    checkpoint.save(path, ckpt)
+    return ckpt
+
+
+@pytest.fixture(scope="module")
+def node_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("engine")
+    tests = sorted((ROOT / "webapp" / "engine" / "test").glob("*.test.ts"))
+    assert tests, "no webapp/engine/test/*.test.ts found"
+    bundle = subprocess.run(
+        [str(BIN / "esbuild"), *map(str, tests), "--bundle", "--platform=node", "--format=esm", "--loader:.wgsl=text",
+         "--external:webgpu", f"--outdir={tmp}", "--out-extension:.js=.mjs", "--log-level=warning"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert bundle.returncode == 0, bundle.stdout + bundle.stderr
+    # The bundles import the native webgpu package; let Node find it from the temp folder.
+    (tmp / "node_modules").symlink_to(ROOT / "node_modules")
+    paths = {"py": tmp / "python.tinygpt", "resaved": tmp / "node-resaved.tinygpt", "trained": tmp / "node-trained.tinygpt"}
+    written = python_checkpoint(paths["py"])
+    env = {**os.environ, "VK_ICD_FILENAMES": SWIFTSHADER, "TINYGPT_ROOT": str(ROOT),
+           "TINYGPT_PY_CHECKPOINT": str(paths["py"]), "TINYGPT_NODE_CHECKPOINT_OUT": str(paths["resaved"]),
+           "TINYGPT_NODE_TRAINED_OUT": str(paths["trained"])}
+    run = subprocess.run(["node", "--test", *map(str, sorted(tmp.glob("*.test.mjs")))], cwd=tmp, env=env,
+                         capture_output=True, text=True, timeout=600)
+    return run, paths, written
+
+
+def test_engine_node_tests_pass(node_run):
+    run, _, _ = node_run
+    assert run.returncode == 0, f"node --test exited {run.returncode}\n{run.stdout}\n{run.stderr}"
+    assert "# skipped 0" in run.stdout, f"a Node test was skipped:\n{run.stdout}"
+
+
+def test_python_reads_the_engines_resave_of_its_file(node_run):
+    _, paths, written = node_run
+    back = checkpoint.load(paths["resaved"])
+    assert back.config == written.config
+    assert back.trainer == written.trainer
+    assert back.history == written.history
+    assert back.dataset == written.dataset
+    for name in written.params:
+        np.testing.assert_array_equal(back.params[name], written.params[name], err_msg=name)
+        np.testing.assert_array_equal(back.m[name], written.m[name], err_msg=name)
+        np.testing.assert_array_equal(back.v[name], written.v[name], err_msg=name)
+
+
+def test_python_reference_gets_the_engines_loss_from_its_file(node_run):
+    _, paths, _ = node_run
+    golden = json.loads((ROOT / "tests" / "fixtures" / "golden_tiny.json").read_text())
+    ckpt = checkpoint.load(paths["trained"])
+    engine_loss = json.loads(Path(f"{paths['trained']}.json").read_text())["loss"]
+    T = ckpt.config.block_size
+    x = np.array(golden["steps"][0]["x"], dtype=np.int64).reshape(-1, T)
+    y = np.array(golden["steps"][0]["y"], dtype=np.int64).reshape(-1, T)
+    loss = model.forward(ckpt.config, ckpt.params, x, y)[1]
+    assert abs(loss - engine_loss) <= 1e-4 * abs(loss), f"reference loss {loss} vs engine {engine_loss}"

@@ -1,0 +1,372 @@
+"""Each WGSL kernel (shaders/*.wgsl) against the numpy reference (tinygpt/model.py, train.py)
+through wgpu-py, on random inputs: odd shapes that are no multiple of any tile, and the
+presets' real layer shapes (batch trimmed so the suite stays fast on a CPU adapter).
+
+Outputs start as NaN, so an element a kernel forgets to write fails the comparison."""
+import math
+import zlib
+
+import numpy as np
+import pytest
+
+from tinygpt import model, train
+from tinygpt.facts import FACTS
+
+try:
+    from tinygpt import gpu
+    gpu.device()
+except Exception as e:  # no wgpu or no adapter: a visible skip, not a pass
+    pytest.skip(f"no WebGPU adapter for wgpu-py: {e}", allow_module_level=True)
+
+# Largest allowed max|out - ref| / max|ref| per kernel family (the reference run in float64),
+# with the reason for each, in facts.json so content/docs/kernels.md shows the same numbers.
+TOLERANCE = {kernel: entry["max"] for kernel, entry in FACTS["kernel_tolerance"].items() if kernel != "_doc"}
+
+PRESETS = FACTS["presets"]
+
+
+def check(kernel: str, out, ref):
+    out = np.asarray(out, np.float64).reshape(np.shape(ref))
+    ref = np.asarray(ref, np.float64)
+    assert np.isfinite(out).all(), f"{kernel}: non-finite output (unwritten element or overflow)"
+    scale = max(np.abs(ref).max(initial=0.0), 1e-30)
+    err = np.abs(out - ref).max(initial=0.0) / scale
+    assert err <= TOLERANCE[kernel], f"{kernel}: max error {err:.3g} of max|ref| exceeds {TOLERANCE[kernel]:.3g}"
+
+
+@pytest.fixture
+def rng(request):
+    return np.random.default_rng(zlib.crc32(request.node.name.encode()))  # str hash() changes per process
+
+
+def randn(rng, *shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def nans(*shape):
+    return np.full(shape, np.nan, np.float32)
+
+
+def f64(*arrays):
+    return [a.astype(np.float64) for a in arrays]
+
+
+# ---------------------------------------------------------------------------- matmul
+
+MATMUL_SHAPES = [(37, 65, 100), (1, 256, 64), (5, 1, 3), (130, 129, 7), (128, 128, 128), (200, 70, 300),
+                 (36, 68, 100), (4, 8, 4), (132, 260, 68)]
+# (M, N, K) of every linear layer of each preset, for one sequence (M = T): q/k/v/o, fc_in, fc_out, head.
+for _p in PRESETS:
+    _T, _C = _p["block_size"], _p["n_embd"]
+    MATMUL_SHAPES += [(_T, _C, _C), (_T, 4 * _C, _C), (_T, _C, 4 * _C), (_T, 256, _C)]
+
+# (shader, entry point, block edge) of every matmul; "o" the orientation (nn, nt, tn).
+MATMULS = [("matmul", f"matmul_{o}", 128) for o in ("nn", "nt", "tn")]
+MATMULS += [("matmul_vec4", f"matmul_vec4_{o}{s}", e) for s, e in (("", 128), ("_64", 64)) for o in ("nn", "nt", "tn")]
+
+
+def vec4_fits(entry, M, N, K):
+    """matmul_vec4 needs the contiguous dimensions of A, B and C to be multiples of 4."""
+    return N % 4 == 0 and (M if "_tn" in entry else K) % 4 == 0
+
+
+def matmul_cases(M, N, K):
+    return [(s, e, edge) for s, e, edge in MATMULS if s == "matmul" or vec4_fits(e, M, N, K)]
+
+
+def operands(entry, A, B):
+    if "_nt" in entry:
+        return A, B.T.copy()
+    if "_tn" in entry:
+        return A.T.copy(), B
+    return A, B
+
+
+@pytest.mark.parametrize("M,N,K", MATMUL_SHAPES)
+def test_matmul(rng, M, N, K):
+    A, B, bias = randn(rng, M, K), randn(rng, K, N), randn(rng, N)
+    ref = A.astype(np.float64) @ B
+    for shader, entry, edge in matmul_cases(M, N, K):
+        a, b = operands(entry, A, B)
+        groups = (-(-N // edge), -(-M // edge), 1)
+        out = gpu.run(shader, entry, (M, N, K, 0), {1: a, 2: b, 3: bias, 4: nans(M, N)}, groups, out=[4])[4]
+        check("matmul", out, ref)
+
+
+def test_matmul_vec4_covers_the_presets():
+    """Every linear layer of every preset, forward and backward, can take the fast path."""
+    for p in PRESETS:
+        BT, C, V = p["batch_size"] * p["block_size"], p["n_embd"], FACTS["vocab_size"]
+        for n_in, n_out in ((C, C), (C, 4 * C), (4 * C, C), (C, V)):
+            assert vec4_fits("matmul_vec4_nn", BT, n_out, n_in) and vec4_fits("matmul_vec4_nt", BT, n_in, n_out)
+            assert vec4_fits("matmul_vec4_tn", n_in, n_out, BT)
+
+
+@pytest.mark.parametrize("shader,entry,edge", MATMULS)
+def test_matmul_bias_and_accumulate(rng, shader, entry, edge):
+    M, N, K = 68, 44, 36
+    A, B, bias, C0 = randn(rng, M, K), randn(rng, K, N), randn(rng, N), randn(rng, M, N)
+    a, b = operands(entry, A, B)
+    groups = (-(-N // edge), -(-M // edge), 1)
+    for flags, ref in ((1, A.astype(np.float64) @ B + bias), (2, A.astype(np.float64) @ B + C0),
+                       (3, A.astype(np.float64) @ B + bias + C0)):
+        out = gpu.run(shader, entry, (M, N, K, flags), {1: a, 2: b, 3: bias, 4: C0}, groups, out=[4])[4]
+        check("matmul", out, ref)
+
+
+@pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
+def test_matmul_colsum(rng, M, N):
+    A, C0 = randn(rng, M, N), randn(rng, N)
+    groups = (-(-N // 64), 1, 1)
+    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
+    check("matmul", out, A.astype(np.float64).sum(0))
+    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
+    check("matmul", out, A.astype(np.float64).sum(0) + C0)
+
+
+# ---------------------------------------------------------------------------- layernorm
+
+LN_SHAPES = [(1, 1, 7), (3, 5, 100), (2, 9, 333)] + [(1, p["block_size"], p["n_embd"]) for p in PRESETS]
+
+
+@pytest.mark.parametrize("B,T,C", LN_SHAPES)
+def test_layernorm(rng, B, T, C):
+    x = randn(rng, B, T, C) * 3 + 1
+    w, b, dout, dx0 = randn(rng, C), randn(rng, C), randn(rng, B, T, C), randn(rng, B, T, C)
+    rows, eps = B * T, FACTS["model"]["layernorm_eps"]
+    ref, cache = model.layernorm_forward(*f64(x, w, b))
+    r = gpu.run("layernorm", "layernorm_forward", (rows, C, eps, 0),
+                {1: x, 2: w, 3: b, 4: nans(rows, C), 5: nans(rows), 6: nans(rows)}, (rows, 1, 1), out=[4, 5, 6])
+    check("layernorm", r[4], ref)
+    check("layernorm", r[6], cache[1].ravel())
+    check("layernorm", r[5], x.astype(np.float64).mean(-1).ravel())
+
+    dx, dw, db = model.layernorm_backward(dout.astype(np.float64), cache, w.astype(np.float64))
+    saved = {1: x, 2: w, 5: r[5], 6: r[6], 7: dout}
+    got = gpu.run("layernorm", "layernorm_backward_dx", (rows, C, eps, 0), saved | {8: nans(rows, C)},
+                  (rows, 1, 1), out=[8])[8]
+    check("layernorm", got, dx)
+    got = gpu.run("layernorm", "layernorm_backward_dx", (rows, C, eps, 2), saved | {8: dx0}, (rows, 1, 1), out=[8])[8]
+    check("layernorm", got, dx + dx0)
+    del saved[2]
+    got = gpu.run("layernorm", "layernorm_backward_params", (rows, C, eps, 0), saved | {9: nans(C), 10: nans(C)},
+                  (-(-C // 32), 1, 1), out=[9, 10])
+    check("layernorm", got[9], dw)
+    check("layernorm", got[10], db)
+
+
+# ---------------------------------------------------------------------------- gelu
+
+@pytest.mark.parametrize("n", [1, 1000, 70_001])
+def test_gelu(rng, n):
+    x = randn(rng, n) * 3
+    dy = randn(rng, n)
+    ref, cdf = model.gelu_forward(x.astype(np.float64))
+    out = gpu.run("gelu", "gelu_forward", (n,), {1: x, 2: nans(n)}, gpu.groups_1d(n), out=[2])[2]
+    check("gelu", out, ref)
+    out = gpu.run("gelu", "gelu_backward", (n,), {1: x, 3: dy, 4: nans(n)}, gpu.groups_1d(n), out=[4])[4]
+    check("gelu", out, model.gelu_backward(dy.astype(np.float64), x.astype(np.float64), cdf))
+
+
+def test_gelu_is_relatively_accurate_in_the_tails():
+    """Φ comes from an erfc fit with a relative error bound, so x·Φ(x) keeps its relative
+    accuracy far into the negative tail, where it is tiny. f32 exp of a large argument adds
+    ~x²·6e-8 there. Compared with erfc in float64 (the reference's 1 + erf form cancels to 0)."""
+    x = np.linspace(-12, 12, 48_001, dtype=np.float32)
+    x = x[x != 0]
+    out = gpu.run("gelu", "gelu_forward", (x.size,), {1: x, 2: nans(x.size)}, gpu.groups_1d(x.size), out=[2])[2]
+    x64 = x.astype(np.float64)
+    exact = x64 * 0.5 * np.vectorize(math.erfc)(-x64 / math.sqrt(2.0))
+    rel = np.abs(out - exact) / np.abs(exact)
+    bound = 1e-6 + 1.5e-7 * x64**2
+    worst = np.argmax(rel / bound)
+    assert (rel <= bound).all(), f"relative error {rel[worst]:.3g} at x={x[worst]} over {bound[worst]:.3g}"
+
+
+# ---------------------------------------------------------------------------- attention
+
+ATTN_SHAPES = [(1, 1, 8, 2), (2, 7, 12, 3), (1, 70, 64, 1), (1, 130, 256, 2)] + [(1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS[:3]]
+
+
+def attention_lse(q, k, n_head):
+    B, T, C = q.shape
+    qh, kh = (x.reshape(B, T, n_head, -1).transpose(0, 2, 1, 3) for x in (q, k))
+    scores = qh @ kh.transpose(0, 1, 3, 2) / math.sqrt(C // n_head)
+    scores = np.where(np.triu(np.ones((T, T), bool), 1), -np.inf, scores)
+    top = scores.max(-1, keepdims=True)
+    return (top + np.log(np.exp(scores - top).sum(-1, keepdims=True)))[..., 0]
+
+
+@pytest.mark.parametrize("B,T,C,H", ATTN_SHAPES)
+def test_attention(rng, B, T, C, H):
+    q, k, v, dy = (randn(rng, B, T, C) for _ in range(4))
+    params = (B, T, C, H)
+    groups = (-(-T // 64), B * H, 1)
+    y_ref, cache = model.attention_forward(*f64(q, k, v), H)
+    r = gpu.run("attention", "attention_forward", params,
+                {1: q, 2: k, 3: v, 4: nans(B, T, C), 5: nans(B, H, T)}, groups, out=[4, 5])
+    check("attention", r[4], y_ref)
+    check("attention", r[5], attention_lse(*f64(q, k), H))
+
+    y, lse = r[4].reshape(B, T, C), r[5]
+    delta = gpu.run("attention", "attention_backward_delta", params, {6: dy, 11: y, 7: nans(B, H, T)},
+                    groups, out=[7])[7]
+    dq_ref, dk_ref, dv_ref = model.attention_backward(dy.astype(np.float64), cache, H)
+    saved = {1: q, 2: k, 3: v, 6: dy, 12: lse, 13: delta}
+    dq = gpu.run("attention", "attention_backward_dq", params, saved | {8: nans(B, T, C)}, groups, out=[8])[8]
+    check("attention", dq, dq_ref)
+    got = gpu.run("attention", "attention_backward_dkdv", params, saved | {9: nans(B, T, C), 10: nans(B, T, C)},
+                  groups, out=[9, 10])
+    check("attention", got[9], dk_ref)
+    check("attention", got[10], dv_ref)
+
+
+# ---------------------------------------------------------------------------- embedding
+
+EMB_SHAPES = [(1, 1, 3), (3, 17, 70)] + [(2, p["block_size"], p["n_embd"]) for p in PRESETS]
+
+
+@pytest.mark.parametrize("B,T,C", EMB_SHAPES)
+def test_embedding(rng, B, T, C):
+    V, block = FACTS["vocab_size"], T + 5  # wpe has more rows than T: only the first T are used
+    tokens = rng.integers(0, V, (B, T)).astype(np.uint32)
+    tokens.ravel()[: min(tokens.size, 5)] = 7  # repeated tokens must sum, not overwrite
+    wte, wpe, dout = randn(rng, V, C), randn(rng, block, C), randn(rng, B, T, C)
+    params = (B, T, C, V, 0)
+    out = gpu.run("embedding", "embedding_forward", params, {1: tokens, 2: wte, 3: wpe, 4: nans(B, T, C)},
+                  gpu.groups_1d(B * T * C), out=[4])[4]
+    check("embedding", out, model.encoder_forward(wte, wpe, tokens.astype(np.int64)))
+
+    dwte, dwpe = model.encoder_backward(dout.astype(np.float64), tokens.astype(np.int64), wte.shape, wpe.shape)
+    got = gpu.run("embedding", "embedding_backward_wte", params, {1: tokens, 5: dout, 6: nans(V, C)},
+                  (-(-C // 64), V, 1), out=[6])[6]
+    check("embedding", got, dwte)
+    dwte0 = randn(rng, V, C)
+    got = gpu.run("embedding", "embedding_backward_wte", (B, T, C, V, 2), {1: tokens, 5: dout, 6: dwte0},
+                  (-(-C // 64), V, 1), out=[6])[6]
+    check("embedding", got, dwte + dwte0)
+    start = np.full((block, C), 5.0, np.float32)
+    got = gpu.run("embedding", "embedding_backward_wpe", params, {5: dout, 7: start},
+                  gpu.groups_1d(T * C), out=[7])[7].reshape(block, C)
+    check("embedding", got[:T], dwpe[:T])
+    assert (got[T:] == 5.0).all(), "rows of wpe past T must be left alone"
+
+
+# ---------------------------------------------------------------------------- residual
+
+@pytest.mark.parametrize("n", [1, 255, 257, 100_000])
+def test_residual(rng, n):
+    a, b = randn(rng, n), randn(rng, n)
+    out = gpu.run("residual", "residual_add", (n,), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
+    check("residual", out, a + b)
+    out = gpu.run("residual", "residual_accumulate", (n,), {1: a, 3: b}, gpu.groups_1d(n), out=[3])[3]
+    check("residual", out, a + b)
+
+
+def test_elementwise_grid_wraps_past_65535_workgroups(rng):
+    n = 65536 * 256 + 300  # needs a second row of workgroups
+    a = np.arange(n, dtype=np.float32)  # cheaper to make than randn at this size
+    b = np.full(n, 0.5, np.float32)
+    groups = gpu.groups_1d(n)
+    assert groups[1] == 2
+    out = gpu.run("residual", "residual_add", (n,), {1: a, 2: b, 3: nans(n)}, groups, out=[3])[3]
+    check("residual", out, a + b)
+
+
+# ---------------------------------------------------------------------------- cross-entropy
+
+@pytest.mark.parametrize("B,T", [(1, 1), (3, 7), (16, 64)])
+def test_crossentropy(rng, B, T):
+    V = FACTS["vocab_size"]
+    rows = B * T
+    logits = randn(rng, B, T, V) * 4
+    targets = rng.integers(0, V, (B, T)).astype(np.uint32)
+    loss_ref, probs = model.crossentropy_forward(logits.astype(np.float64), targets.astype(np.int64))
+    r = gpu.run("crossentropy", "crossentropy_forward", (rows, V),
+                {1: logits, 2: targets, 3: nans(rows), 4: nans(rows)}, (rows, 1, 1), out=[3, 4])
+    l64 = logits.astype(np.float64).reshape(rows, V)
+    lse_ref = np.log(np.exp(l64 - l64.max(1, keepdims=True)).sum(1)) + l64.max(1)
+    check("crossentropy", r[4], lse_ref)
+    check("crossentropy", r[3], lse_ref - l64[np.arange(rows), targets.ravel()])
+    mean = gpu.run("crossentropy", "crossentropy_mean", (rows, V), {7: r[3], 8: nans(1)}, (1, 1, 1), out=[8])[8]
+    check("crossentropy", mean, [loss_ref])
+    dlogits = gpu.run("crossentropy", "crossentropy_backward", (rows, V),
+                      {1: logits, 2: targets, 5: r[4], 6: nans(rows, V)}, (rows, 1, 1), out=[6])[6]
+    check("crossentropy", dlogits, model.crossentropy_backward(probs, targets.astype(np.int64)))
+
+
+# ---------------------------------------------------------------------------- optimizer
+
+OPT = FACTS["optimizer"]
+
+
+def optimizer_params(n=0, n_partials=0, offset=0, lr=0.0, weight_decay=0.0, step=1):
+    return (n, n_partials, offset, OPT["grad_clip"], lr, OPT["beta1"], OPT["beta2"], OPT["eps"], weight_decay,
+            1 - OPT["beta1"] ** step, 1 - OPT["beta2"] ** step)
+
+
+def gpu_grad_norm(grad, n_partials):
+    n = grad.size
+    partials = gpu.run("optimizer", "grad_norm_partial", optimizer_params(n, n_partials),
+                       {1: grad, 2: nans(n_partials)}, (n_partials, 1, 1), out=[2])[2]
+    return gpu.run("optimizer", "grad_norm_final", optimizer_params(n, n_partials),
+                   {3: partials, 4: nans(2)}, (1, 1, 1), out=[4])[4]
+
+
+@pytest.mark.parametrize("n,n_partials,size", [(1, 1, 0.01), (1000, 3, 0.01), (300_000, 1024, 1.0)])
+def test_grad_norm_and_clip(rng, n, n_partials, size):
+    grad = randn(rng, n) * size
+    norm, scale = gpu_grad_norm(grad, n_partials)
+    grads = {"all": grad.astype(np.float64)}
+    ref_norm = train.clip_grad_norm(grads, OPT["grad_clip"])
+    check("optimizer", [norm], [ref_norm])
+    check("optimizer", [scale], [grads["all"][0] / grad[0]])
+
+
+def test_adamw_matches_reference_over_steps(rng):
+    """Three steps on a 2-D (decayed) and a 1-D (not decayed) tensor laid out back to back,
+    gradients clipped by the GPU's own norm."""
+    tc = train.TrainConfig.from_preset("tiny")
+    shapes = {"w": (33, 17), "b": (17,)}
+    params = {k: randn(rng, *s) for k, s in shapes.items()}
+    m = {k: np.zeros(s) for k, s in shapes.items()}
+    v = {k: np.zeros(s) for k, s in shapes.items()}
+    flat_p = np.concatenate([params[k].ravel() for k in shapes])
+    flat_m, flat_v = np.zeros_like(flat_p), np.zeros_like(flat_p)
+    ref_p = {k: x.astype(np.float64) for k, x in params.items()}
+    for step in (1, 2, 3):
+        grads = {k: randn(rng, *s) * 2 for k, s in shapes.items()}
+        flat_g = np.concatenate([grads[k].ravel() for k in shapes])
+        norm = gpu_grad_norm(flat_g, 2)
+        lr = 1e-2 * step
+        offset = 0
+        for k, s in shapes.items():
+            n = int(np.prod(s))
+            wd = tc.weight_decay if len(s) == 2 else 0.0
+            r = gpu.run("optimizer", "adamw", optimizer_params(n, 0, offset, lr, wd, step),
+                        {1: flat_g, 5: norm, 6: flat_p, 7: flat_m, 8: flat_v}, gpu.groups_1d(n), out=[6, 7, 8])
+            flat_p, flat_m, flat_v = r[6], r[7], r[8]
+            offset += n
+        ref_g = {k: g.astype(np.float64) for k, g in grads.items()}
+        train.clip_grad_norm(ref_g, tc.grad_clip)
+        train.adamw_update(ref_p, ref_g, m, v, step, lr, tc)
+        check("optimizer", flat_p, np.concatenate([ref_p[k].ravel() for k in shapes]))
+        check("optimizer", flat_m, np.concatenate([m[k].ravel() for k in shapes]))
+
+
+# ---------------------------------------------------------------------------- determinism
+
+def test_kernels_with_reductions_are_bitwise_deterministic(rng):
+    B, T, C, H = 2, 33, 24, 3
+    q, k, v, dy = (randn(rng, B, T, C) for _ in range(4))
+    lse = rng.standard_normal(B * H * T).astype(np.float32) + 5
+    delta = randn(rng, B * H * T)
+    args = {1: q, 2: k, 3: v, 6: dy, 12: lse, 13: delta, 9: nans(B, T, C), 10: nans(B, T, C)}
+    runs = [gpu.run("attention", "attention_backward_dkdv", (B, T, C, H), args, (1, B * H, 1), out=[9, 10])
+            for _ in range(2)]
+    assert all(np.array_equal(runs[0][i], runs[1][i]) for i in (9, 10))
+    tokens = rng.integers(0, 4, B * T).astype(np.uint32)
+    args = {1: tokens, 5: dy, 6: nans(256, C)}
+    runs = [gpu.run("embedding", "embedding_backward_wte", (B, T, C, 256, 0), args, (1, 256, 1), out=[6])[6]
+            for _ in range(2)]
+    assert np.array_equal(runs[0], runs[1])

@@ -1,0 +1,136 @@
+"""The bundle step: webapp/ through esbuild (from npm) into content-hashed files
+under dist/assets/, the WebAssembly CPU backend through AssemblyScript when
+webapp/cpu/asconfig.json exists, the site CSS (with pygments' classes), and
+site/static/ (favicon, ...) copied to the top level.
+
+Entry points: webapp/app/main.ts -> assets["app"] (and assets["app_css"] when it
+imports CSS), webapp/worker/worker.ts -> assets["worker"]. ESM, minified, source
+maps, `.wgsl` imported as text, JSON as data. Entries not written yet are skipped
+with a note.
+"""
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from . import markdown
+from .context import BuildError, Context
+
+ENTRIES = {"app": "webapp/app/main.ts", "worker": "webapp/worker/worker.ts"}
+
+
+def hashed_name(stem: str, data: bytes, suffix: str) -> str:
+    return f"{stem}-{hashlib.sha256(data).hexdigest()[:10]}{suffix}"
+
+
+def ensure_node_modules(root: Path):
+    """`npm ci` when node_modules is missing or older than package-lock.json."""
+    marker = root / "node_modules" / ".package-lock.json"
+    lock = root / "package-lock.json"
+    if marker.exists() and marker.stat().st_mtime >= lock.stat().st_mtime:
+        return
+    result = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=root,
+                            capture_output=True, text=True)
+    if result.returncode != 0:
+        raise BuildError(f"npm ci failed:\n{result.stderr.strip()}", "package-lock.json")
+
+
+def _esbuild_error(stderr: str) -> BuildError:
+    """esbuild's first "[ERROR] message" and the "file:line:col:" under it as the cause."""
+    message = re.search(r"\[ERROR\] (.*)", stderr)
+    at = re.search(r"^\s+(\S+):(\d+):(\d+):", stderr, re.M)
+    if not message:
+        return BuildError(f"esbuild failed:\n{stderr.strip()}")
+    where = f"{at[1]}:{at[2]}:{int(at[3]) + 1}" if at else None  # esbuild counts columns from 0
+    return BuildError(f"{message[1]} (esbuild)\n{stderr.strip()}", where)
+
+
+def _esbuild(root: Path, assets_dir: Path, entries: dict[str, str]) -> dict[str, str]:
+    with tempfile.TemporaryDirectory() as tmp:
+        meta_path = Path(tmp) / "meta.json"
+        cmd = [str(root / "node_modules/.bin/esbuild"), *(f"{name}={src}" for name, src in entries.items()),
+               "--bundle", "--format=esm", "--minify", "--sourcemap", "--target=es2022",
+               "--entry-names=[name]-[hash]", "--asset-names=[name]-[hash]", f"--outdir={assets_dir}",
+               "--loader:.wgsl=text", "--loader:.json=json", f"--metafile={meta_path}", "--log-level=error"]
+        result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        if result.returncode != 0:
+            raise _esbuild_error(result.stderr)
+        meta = json.loads(meta_path.read_text())
+    urls = {}
+    for out_path, info in meta["outputs"].items():
+        entry = info.get("entryPoint")
+        for name, src in entries.items():
+            if entry == src:
+                urls[name] = "/assets/" + Path(out_path).name
+                if info.get("cssBundle"):
+                    urls[f"{name}_css"] = "/assets/" + Path(info["cssBundle"]).name
+    return urls
+
+
+def _wasm_key(root: Path) -> str:
+    """Hash of everything the WebAssembly build reads, so an unchanged backend is not recompiled."""
+    h = hashlib.sha256()
+    cpu = root / "webapp" / "cpu"
+    for path in [cpu / "asconfig.json", root / "package-lock.json", *sorted((cpu / "assembly").rglob("*"))]:
+        if path.is_file():
+            h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _wasm(root: Path, cache: Path, assets_dir: Path) -> tuple[str, bool]:
+    """AssemblyScript (slow: seconds) -> hashed cpu-*.wasm; returns (URL, whether it came from the cache)."""
+    cached = cache / "wasm" / f"cpu-{_wasm_key(root)}.wasm"
+    hit = cached.exists()
+    if not hit:
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        tmp = cached.with_suffix(".tmp")
+        cmd = [str(root / "node_modules/.bin/asc"), "--config", "webapp/cpu/asconfig.json", "--target", "release",
+               "--outFile", str(tmp)]
+        result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+        if result.returncode != 0:
+            text = (result.stderr or result.stdout).strip()
+            at = re.search(r"(\S+\.ts)\((\d+),(\d+)\)", text)  # asc: "in assembly/x.ts(12,3)"
+            where = f"webapp/cpu/{at[1].lstrip('./')}:{at[2]}:{at[3]}" if at else "webapp/cpu/asconfig.json"
+            raise BuildError(f"AssemblyScript failed:\n{text}", where)
+        tmp.rename(cached)
+    data = cached.read_bytes()
+    name = hashed_name("cpu", data, ".wasm")
+    (assets_dir / name).write_bytes(data)
+    return "/assets/" + name, hit
+
+
+def _site_css(root: Path, assets_dir: Path) -> str:
+    data = ((root / "site" / "site.css").read_text() + "\n/* pygments */\n" + markdown.pygments_css()).encode()
+    name = hashed_name("site", data, ".css")
+    (assets_dir / name).write_bytes(data)
+    return "/assets/" + name
+
+
+def run(ctx: Context) -> str:
+    assets_dir = ctx.out / "assets"
+    assets_dir.mkdir(parents=True, exist_ok=True)
+    ctx.assets["site_css"] = _site_css(ctx.root, assets_dir)
+    static = ctx.root / "site" / "static"
+    for path in sorted(static.rglob("*")) if static.exists() else []:
+        if path.is_file():
+            target = ctx.out / path.relative_to(static)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
+    entries = {name: src for name, src in ENTRIES.items() if (ctx.root / src).exists()}
+    missing = sorted(set(ENTRIES) - set(entries))
+    if missing:
+        ctx.notes.append(f"bundle: {', '.join(ENTRIES[m] for m in missing)} not written yet: skipped")
+    built = []
+    if entries or (ctx.root / "webapp/cpu/asconfig.json").exists():
+        ensure_node_modules(ctx.root)
+    if entries:
+        ctx.assets.update(_esbuild(ctx.root, assets_dir, entries))
+        built += list(entries)
+    if (ctx.root / "webapp/cpu/asconfig.json").exists():
+        ctx.assets["wasm"], hit = _wasm(ctx.root, ctx.cache, assets_dir)
+        built.append("wasm (cached)" if hit else "wasm")
+    total = sum(p.stat().st_size for p in assets_dir.iterdir() if not p.name.endswith(".map"))
+    return f"{', '.join(built) or 'no scripts'} + site css: {total / 1024:.0f} KiB in assets/ (without maps)"

@@ -1,0 +1,63 @@
+"""The gallery step: pretrained models from gallery/ into dist/gallery/.
+
+gallery/manifest.json (the app reads the copy at /gallery/manifest.json):
+
+    {"models": [{"id": "shakespeare-tiny", "title": "Shakespeare, Tiny",
+                 "file": "shakespeare-tiny.tinygpt", "bytes": 123456, "sha256": "...",
+                 "preset": "tiny", "corpus": "shakespeare", "steps": 2000,
+                 "trained": "how it was trained: command, hardware, date"}]}
+
+Each file must exist beside the manifest with that size and sha256, start with
+the .tinygpt magic, and fit Cloudflare Pages' 25 MiB per file. Without a
+gallery/ folder the step writes an empty manifest, so the app's fetch succeeds.
+"""
+import hashlib
+import json
+import shutil
+
+from tinygpt.facts import FACTS
+
+from .context import BuildError, Context
+
+REQUIRED = ("id", "title", "file", "bytes", "sha256")
+MAX_FILE_BYTES = 25 * 1024 * 1024
+
+
+def run(ctx: Context) -> str:
+    out = ctx.out / "gallery"
+    out.mkdir(parents=True, exist_ok=True)
+    manifest_path = ctx.root / "gallery" / "manifest.json"
+    if not manifest_path.exists():
+        (out / "manifest.json").write_text(json.dumps({"models": []}))
+        return "no gallery/manifest.json yet: empty gallery"
+    source = "gallery/manifest.json"
+    try:
+        manifest = json.loads(manifest_path.read_text())
+    except json.JSONDecodeError as e:
+        raise BuildError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}:{e.colno}") from None
+    models = manifest.get("models") if isinstance(manifest, dict) else None
+    if not isinstance(models, list):
+        raise BuildError("the manifest needs a 'models' list", source)
+    ids = set()
+    for i, model in enumerate(models):
+        missing = [k for k in REQUIRED if k not in model]
+        if missing:
+            raise BuildError(f"models[{i}] lacks {', '.join(missing)}", source)
+        if model["id"] in ids:
+            raise BuildError(f"models[{i}]: duplicate id {model['id']!r}", source)
+        ids.add(model["id"])
+        path = ctx.root / "gallery" / model["file"]
+        if "/" in model["file"] or not path.is_file():
+            raise BuildError(f"models[{i}]: file {model['file']!r} is not in gallery/", source)
+        data = path.read_bytes()
+        if len(data) != model["bytes"] or hashlib.sha256(data).hexdigest() != model["sha256"]:
+            raise BuildError(f"models[{i}]: {model['file']} does not match its bytes/sha256 "
+                             f"(it has {len(data)} bytes, sha256 {hashlib.sha256(data).hexdigest()})", source)
+        if not data.startswith(FACTS["format"]["magic"].encode()):
+            raise BuildError(f"models[{i}]: {model['file']} is not a .tinygpt file", source)
+        if len(data) > MAX_FILE_BYTES:
+            raise BuildError(f"models[{i}]: {model['file']} is over Cloudflare Pages' 25 MiB per file", source)
+        shutil.copyfile(path, out / model["file"])
+    shutil.copyfile(manifest_path, out / "manifest.json")
+    total = sum(m["bytes"] for m in models)
+    return f"{len(models)} models, {total / 2**20:.1f} MiB"

@@ -1,0 +1,134 @@
+"""The shaders step: compile every shaders/*.wgsl with real WGSL compilers.
+
+Portable WGSL goes through wgpu-py (naga) on whatever adapter exists (lavapipe on
+CPU-only Linux). Every shader also goes through Tint, the compiler Chromium
+runs, via Dawn in Node (npm `webgpu`, tint_check.mjs), when Dawn finds an
+adapter: Tint's uniformity analysis rejects code naga accepts. Files using
+Chromium-only WGSL (`enable subgroups;`, Chromium's experimental extensions),
+which naga cannot read, need Tint: without it they fail the build. An invalid
+shader fails the build with `shaders/file.wgsl:line:col: message (compiler)`.
+Passes are cached per file, source and compiler in .cache/shaders.json, so a
+warm build does not start the compilers.
+"""
+import hashlib
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+from .context import BuildError, Context
+
+CHROMIUM_ONLY = re.compile(r"^\s*enable\s+[^;]*\b(subgroups|chromium_\w+)\b", re.M)
+NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
+SWIFTSHADER_ICDS = ["/usr/lib/chromium/vk_swiftshader_icd.json"]
+
+
+def compiler_for(source: str) -> str:
+    return "tint" if CHROMIUM_ONLY.search(source) else "naga"
+
+
+def _naga_message(text: str) -> tuple[str, str | None]:
+    """naga's error text -> (message with its caret label, "line:col")."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    headline = next((ln for ln in lines if "error:" in ln), lines[-1] if lines else text)
+    message = headline.split("error:", 1)[-1].strip()
+    label = next((ln.lstrip("│").strip().lstrip("^").strip() for ln in lines if ln.startswith("│") and "^" in ln), "")
+    at = NAGA_LOCATION.search(text)
+    return message + (f" ({label})" if label else ""), f"{at[1]}:{at[2]}" if at else None
+
+
+def check_naga(files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
+    """name -> None if it compiles, else (message, "line:col")."""
+    import wgpu
+
+    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    if adapter is None:
+        raise BuildError("wgpu found no adapter to compile shaders on (on Linux: apt-get install mesa-vulkan-drivers)")
+    wanted = {"shader-f16", "subgroup"} & set(adapter.features)
+    device = adapter.request_device_sync(required_features=sorted(wanted))
+    results = {}
+    for name, source in files.items():
+        try:
+            device.create_shader_module(code=source)
+            results[name] = None
+        except wgpu.GPUValidationError as e:
+            results[name] = _naga_message(str(e))
+    return results
+
+
+def _swiftshader_icd() -> str | None:
+    candidates = list(SWIFTSHADER_ICDS)
+    if os.environ.get("TINYGPT_CHROMIUM"):
+        candidates.append(str(Path(os.environ["TINYGPT_CHROMIUM"]).parent / "vk_swiftshader_icd.json"))
+    candidates += sorted(str(p) for p in Path.home().glob(".cache/ms-playwright/chromium-*/chrome-linux*/vk_swiftshader_icd.json"))
+    return next((c for c in candidates if Path(c).exists()), None)
+
+
+class NoDawnAdapter(Exception):
+    pass
+
+
+def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
+    env = dict(os.environ)
+    icd = _swiftshader_icd()
+    if icd and "VK_ICD_FILENAMES" not in env:
+        env["VK_ICD_FILENAMES"] = icd
+    script = Path(__file__).with_name("tint_check.mjs")
+    result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=env,
+                            capture_output=True, text=True)
+    if result.returncode == 2:
+        raise NoDawnAdapter(result.stderr.strip())
+    if result.returncode != 0:
+        raise BuildError(f"Tint (Dawn via npm webgpu) failed to run: {result.stderr.strip() or result.stdout.strip()}")
+    return {name: (r["message"], r["where"]) if r else None for name, r in json.loads(result.stdout).items()}
+
+
+def run(ctx: Context) -> str:
+    """naga checks the portable shaders, Tint (the compiler Chromium runs) checks every shader
+    when Dawn finds an adapter; a Chromium-only shader without Tint fails the build."""
+    shader_dir = ctx.root / "shaders"
+    paths = sorted(shader_dir.glob("*.wgsl")) if shader_dir.exists() else []
+    if not paths:
+        return "no shaders/*.wgsl yet"
+    cache_path = ctx.cache / "shaders.json"
+    cache: dict[str, list[str]] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
+    sources = {str(p.relative_to(ctx.root)): p.read_text(encoding="utf-8") for p in paths}
+    digest = {name: hashlib.sha256(src.encode()).hexdigest() for name, src in sources.items()}
+    chromium_only = {name for name, src in sources.items() if compiler_for(src) == "tint"}
+
+    def todo(compiler: str, names) -> dict[str, str]:
+        return {n: sources[n] for n in names if f"{compiler}:{digest[n]}" not in cache.get(n, [])}
+
+    results: list[tuple[str, str, tuple | None]] = []  # (file, compiler, None or (message, line:col))
+    naga_jobs = todo("naga", sorted(set(sources) - chromium_only))
+    if naga_jobs:
+        results += [(n, "naga", r) for n, r in check_naga(naga_jobs).items()]
+    tint_jobs = todo("tint", sorted(sources))
+    tint_ran = True
+    if tint_jobs:
+        try:
+            results += [(n, "tint", r) for n, r in check_tint(ctx.root, tint_jobs).items()]
+        except NoDawnAdapter as e:
+            missing = sorted(chromium_only & set(tint_jobs))
+            if missing:
+                raise BuildError(f"only Tint can check {', '.join(missing)} (Chromium-only WGSL), "
+                                 f"and Dawn found no adapter: {e}") from None
+            tint_ran = False
+            ctx.notes.append(f"shaders: Dawn found no adapter, so Tint did not check the shaders ({e})")
+    for name, compiler, r in results:
+        if r is None:
+            kept = [k for k in cache.get(name, []) if not k.startswith(compiler + ":")]
+            cache[name] = kept + [f"{compiler}:{digest[name]}"]
+    ctx.cache.mkdir(parents=True, exist_ok=True)
+    cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
+    failures = sorted((name, compiler, r) for name, compiler, r in results if r)
+    if failures:
+        name, compiler, (message, where) = failures[0]
+        others = "".join(f"\n{n}:{w or '1:1'}: {m} ({c})" for n, c, (m, w) in failures[1:])
+        raise BuildError(f"{message} ({compiler}){others}", f"{name}:{where or '1:1'}")
+    both = len(sources) - len(chromium_only) if tint_ran else 0
+    summary = (f"{len(sources)} shaders valid: {both} by naga (wgpu) and Tint (Dawn), "
+               f"{len(sources) - len(chromium_only) - both} by naga only, {len(chromium_only)} by Tint only")
+    fresh = len({n for n, _, _ in results})
+    return summary + (f"; {len(sources) - fresh} unchanged since checked" if fresh < len(sources) else "")

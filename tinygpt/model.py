@@ -1,0 +1,376 @@
+"""The numpy reference GPT: the slow, readable model every fast path is checked against.
+
+GPT-2 shape over byte tokens: token + learned position embeddings, n_layer
+pre-LayerNorm blocks (x += attn(ln1(x)); x += mlp(ln2(x))), a final LayerNorm
+and a head tied to the token embedding. Each layer is a *_forward/*_backward
+pair of plain functions (as in llm.c); `forward` saves what `backward` needs
+and `backward` walks the same layers in reverse. No autograd anywhere: the
+tests check every gradient against finite differences.
+
+Parameters live in a dict name -> ndarray in the canonical order of
+facts.tensors, with matrices stored [in, out] (y = x @ W). Everything works in
+float32 (what the engines match) and float64 (what the gradient check needs);
+the dtype of the parameters decides.
+"""
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from tinygpt.facts import FACTS, preset
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int
+    n_layer: int
+    n_embd: int
+    n_head: int
+    block_size: int
+
+    def __post_init__(self):
+        for key, value in vars(self).items():
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"GPTConfig.{key} must be a positive integer, got {value!r}")
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd ({self.n_embd}) must be a multiple of n_head ({self.n_head})")
+
+    @classmethod
+    def from_preset(cls, preset_id: str) -> "GPTConfig":
+        p = preset(preset_id)
+        return cls(FACTS["vocab_size"], p["n_layer"], p["n_embd"], p["n_head"], p["block_size"])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "GPTConfig":
+        return cls(**{k: d[k] for k in ("vocab_size", "n_layer", "n_embd", "n_head", "block_size")})
+
+    def to_dict(self) -> dict:
+        return dict(vars(self))
+
+
+# ---------------------------------------------------------------------------
+# Parameters: names, shapes and initialisation all come from facts.tensors.
+
+def tensor_specs(config: GPTConfig) -> list[tuple[str, tuple[int, ...], str]]:
+    """(name, storage shape, init) of every parameter, in canonical order."""
+    symbols = {"V": config.vocab_size, "T": config.block_size, "C": config.n_embd, "F": 4 * config.n_embd}
+    layout = FACTS["tensors"]
+    entries = list(layout["head"])
+    for i in range(config.n_layer):
+        entries += [{**e, "name": e["name"].format(i=i)} for e in layout["block"]]
+    return [(e["name"], tuple(symbols[s] for s in e["shape"]), e["init"]) for e in entries]
+
+
+def param_count(config: GPTConfig) -> int:
+    return sum(math.prod(shape) for _, shape, _ in tensor_specs(config))
+
+
+def init_params(config: GPTConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:
+    """Seeded init: N(0, init_std), residual projections scaled by 1/sqrt(2*n_layer),
+    LayerNorm gains ones and biases zeros. Draws happen in canonical order."""
+    rng = np.random.default_rng(seed)
+    std = FACTS["model"]["init_std"]
+    params = {}
+    for name, shape, init in tensor_specs(config):
+        if init == "normal":
+            p = rng.standard_normal(shape) * std
+        elif init == "residual":
+            p = rng.standard_normal(shape) * (std / math.sqrt(2 * config.n_layer))
+        elif init == "ones":
+            p = np.ones(shape)
+        elif init == "zeros":
+            p = np.zeros(shape)
+        else:
+            raise ValueError(f"facts.tensors: unknown init {init!r} for {name}")
+        params[name] = p.astype(dtype)
+    return params
+
+
+def flatten(tensors: dict[str, np.ndarray], config: GPTConfig) -> np.ndarray:
+    """All parameters (or gradients, or moments) as one flat array in canonical order."""
+    return np.concatenate([tensors[name].ravel() for name, _, _ in tensor_specs(config)])
+
+
+def unflatten(flat: np.ndarray, config: GPTConfig) -> dict[str, np.ndarray]:
+    out, offset = {}, 0
+    for name, shape, _ in tensor_specs(config):
+        n = math.prod(shape)
+        out[name] = flat[offset:offset + n].reshape(shape).copy()
+        offset += n
+    if offset != flat.size:
+        raise ValueError(f"flat array has {flat.size} values, the config needs {offset}")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Layers: each forward returns its output and the cache its backward needs.
+
+def encoder_forward(wte, wpe, idx):
+    T = idx.shape[1]
+    return wte[idx] + wpe[:T]
+
+
+def encoder_backward(dout, idx, wte_shape, wpe_shape):
+    dwte = np.zeros(wte_shape, dout.dtype)
+    np.add.at(dwte, idx.ravel(), dout.reshape(-1, dout.shape[-1]))
+    dwpe = np.zeros(wpe_shape, dout.dtype)
+    dwpe[:idx.shape[1]] = dout.sum(axis=0)
+    return dwte, dwpe
+
+
+def layernorm_forward(x, w, b):
+    eps = FACTS["model"]["layernorm_eps"]
+    mean = x.mean(axis=-1, keepdims=True)
+    var = ((x - mean) ** 2).mean(axis=-1, keepdims=True)  # biased, as GPT-2
+    rstd = 1.0 / np.sqrt(var + eps)
+    xhat = (x - mean) * rstd
+    return xhat * w + b, (xhat, rstd)
+
+
+def layernorm_backward(dout, cache, w):
+    xhat, rstd = cache
+    dw = (dout * xhat).sum(axis=(0, 1))
+    db = dout.sum(axis=(0, 1))
+    dxhat = dout * w
+    dx = rstd * (dxhat - dxhat.mean(axis=-1, keepdims=True) - xhat * (dxhat * xhat).mean(axis=-1, keepdims=True))
+    return dx, dw, db
+
+
+# Linear layers flatten (B, T) into one dimension: one large BLAS call instead of B small ones.
+def linear_forward(x, w, b):
+    return (x.reshape(-1, x.shape[-1]) @ w + b).reshape(*x.shape[:-1], w.shape[1])
+
+
+def linear_backward(dout, x, w):
+    dout2 = dout.reshape(-1, dout.shape[-1])
+    dx = (dout2 @ w.T).reshape(x.shape)
+    dw = x.reshape(-1, x.shape[-1]).T @ dout2
+    db = dout2.sum(axis=0)
+    return dx, dw, db
+
+
+def _split_heads(x, n_head):  # (B, T, C) -> (B, H, T, C/H)
+    B, T, C = x.shape
+    return x.reshape(B, T, n_head, C // n_head).transpose(0, 2, 1, 3)
+
+
+def _merge_heads(x):  # (B, H, T, D) -> (B, T, H*D)
+    B, H, T, D = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, H * D)
+
+
+def attention_forward(q, k, v, n_head):
+    """Causal softmax(q k^T / sqrt(head_dim)) v per head; q, k, v are (B, T, C)."""
+    q, k, v = (_split_heads(t, n_head) for t in (q, k, v))
+    T, D = q.shape[2], q.shape[3]
+    scale = 1.0 / math.sqrt(D)
+    att = q @ k.transpose(0, 1, 3, 2)  # the scores, then (in place) their softmax
+    att *= scale
+    att[:, :, np.triu(np.ones((T, T), dtype=bool), k=1)] = -np.inf
+    att -= att.max(axis=-1, keepdims=True)
+    np.exp(att, out=att)
+    att /= att.sum(axis=-1, keepdims=True)
+    return _merge_heads(att @ v), (q, k, v, att, scale)
+
+
+def attention_backward(dout, cache, n_head):
+    q, k, v, att, scale = cache
+    dy = _split_heads(dout, n_head)
+    datt = dy @ v.transpose(0, 1, 3, 2)
+    dv = att.transpose(0, 1, 3, 2) @ dy
+    dscores = att * (datt - (datt * att).sum(axis=-1, keepdims=True))  # zero where masked: att is 0 there
+    dq = (dscores @ k) * scale
+    dk = (dscores.transpose(0, 1, 3, 2) @ q) * scale
+    return _merge_heads(dq), _merge_heads(dk), _merge_heads(dv)
+
+
+def erf(x):
+    """erf to within a few ulp in float64 (numpy has none; math.erf one value at a time
+    is several times slower). |x| < 2.5: erf = 2x/sqrt(pi) exp(-x^2) sum_n (2x^2)^n / (2n+1)!!,
+    a series of positive terms (no cancellation), 36 terms by Horner's rule; 2.5 <= |x| < 6:
+    1 - erfc, erfc(x) = exp(-x^2)/sqrt(pi) / (x + (1/2)/(x + 1/(x + (3/2)/(x + ...)))),
+    the continued fraction cut at depth 40; beyond, erf rounds to +-1."""
+    return _erf_chunk(np.asarray(x, dtype=np.float64))
+
+
+def normal_cdf(x):
+    """Phi(x) = (1 + erf(x / sqrt 2)) / 2 in x's dtype, computed in float64 in cache-sized
+    chunks: the ~80 passes of erf over each chunk then never wait on memory."""
+    flat, out = x.reshape(-1), np.empty(x.size, x.dtype)
+    for i in range(0, x.size, 32768):
+        out[i:i + 32768] = 0.5 * (1.0 + _erf_chunk(flat[i:i + 32768].astype(np.float64) * (1 / math.sqrt(2.0))))
+    return out.reshape(x.shape)
+
+
+def _erf_chunk(x):
+    a = np.abs(x)
+    out = np.ones_like(a)
+    small = a < 2.5
+    xs = a[small]
+    z = 2.0 * xs * xs
+    s = np.ones_like(xs)
+    for n in range(36, 0, -1):
+        s *= z * (1.0 / (2 * n + 1))
+        s += 1.0
+    out[small] = (2.0 / math.sqrt(math.pi)) * xs * np.exp(-xs * xs) * s
+    mid = ~small & (a < 6.0)
+    xm = a[mid]
+    f = xm.copy()
+    for k in range(40, 0, -1):
+        f = xm + (k / 2) / f
+    out[mid] = 1.0 - np.exp(-xm * xm) / (math.sqrt(math.pi) * f)
+    out[np.isnan(a)] = np.nan
+    return np.copysign(out, x)
+
+
+def gelu_forward(x):
+    """Exact GELU x * Phi(x), Phi the standard normal CDF."""
+    cdf = normal_cdf(x)
+    return x * cdf, cdf
+
+
+def gelu_backward(dout, x, cdf):
+    pdf = np.exp(-0.5 * x * x) * (1 / math.sqrt(2.0 * math.pi))
+    return dout * (cdf + x * pdf)
+
+
+def crossentropy_forward(logits, targets):
+    """Mean over all positions of -log softmax(logits)[target]; returns (loss, probs)."""
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    probs = np.exp(shifted)
+    probs /= probs.sum(axis=-1, keepdims=True)
+    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]
+    logsumexp = np.log(np.exp(shifted).sum(axis=-1))
+    return float((logsumexp - picked).mean()), probs
+
+
+def crossentropy_backward(probs, targets):
+    dlogits = probs.copy()
+    np.put_along_axis(dlogits, targets[..., None], np.take_along_axis(probs, targets[..., None], axis=-1) - 1, axis=-1)
+    return dlogits / targets.size
+
+
+# ---------------------------------------------------------------------------
+# The model: forward through every layer, backward in reverse.
+
+def _check_tokens(config, idx, what):
+    if idx.ndim != 2:
+        raise ValueError(f"{what} must be (batch, time) token ids, got shape {idx.shape}")
+    if idx.shape[1] > config.block_size:
+        raise ValueError(f"{what} has {idx.shape[1]} positions, block_size is {config.block_size}")
+    if idx.size and (idx.min() < 0 or idx.max() >= config.vocab_size):
+        raise ValueError(f"{what} holds ids outside [0, {config.vocab_size})")
+
+
+def forward(config: GPTConfig, params: dict, idx: np.ndarray, targets: np.ndarray | None = None):
+    """Logits (B, T, V), the mean loss when targets are given (else None), and the
+    saved activations for `backward`."""
+    idx = np.asarray(idx)
+    _check_tokens(config, idx, "idx")
+    acts = {"idx": idx, "blocks": []}
+    x = encoder_forward(params["token_embedding.weight"], params["position_embedding.weight"], idx)
+    for i in range(config.n_layer):
+        p = lambda name: params[f"blocks.{i}.{name}"]  # noqa: E731
+        a = {"x_in": x}
+        a["ln1"], a["ln1_cache"] = layernorm_forward(x, p("ln1.weight"), p("ln1.bias"))
+        q = linear_forward(a["ln1"], p("attn.q_proj.weight"), p("attn.q_proj.bias"))
+        k = linear_forward(a["ln1"], p("attn.k_proj.weight"), p("attn.k_proj.bias"))
+        v = linear_forward(a["ln1"], p("attn.v_proj.weight"), p("attn.v_proj.bias"))
+        a["att_y"], a["att_cache"] = attention_forward(q, k, v, config.n_head)
+        x = x + linear_forward(a["att_y"], p("attn.o_proj.weight"), p("attn.o_proj.bias"))
+        a["x_mid"] = x
+        a["ln2"], a["ln2_cache"] = layernorm_forward(x, p("ln2.weight"), p("ln2.bias"))
+        a["fc_in"] = linear_forward(a["ln2"], p("mlp.fc_in.weight"), p("mlp.fc_in.bias"))
+        a["gelu"], a["gelu_cdf"] = gelu_forward(a["fc_in"])
+        x = x + linear_forward(a["gelu"], p("mlp.fc_out.weight"), p("mlp.fc_out.bias"))
+        acts["blocks"].append(a)
+    acts["lnf"], acts["lnf_cache"] = layernorm_forward(x, params["ln_final.weight"], params["ln_final.bias"])
+    logits = acts["lnf"] @ params["token_embedding.weight"].T
+    loss = None
+    if targets is not None:
+        targets = np.asarray(targets)
+        _check_tokens(config, targets, "targets")
+        if targets.shape != idx.shape:
+            raise ValueError(f"targets shape {targets.shape} differs from idx shape {idx.shape}")
+        loss, acts["probs"] = crossentropy_forward(logits, targets)
+        acts["targets"] = targets
+    return logits, loss, acts
+
+
+def backward(config: GPTConfig, params: dict, acts: dict) -> dict[str, np.ndarray]:
+    """Gradients of the mean loss of the last `forward` (which needs targets)."""
+    if "probs" not in acts:
+        raise ValueError("backward needs a forward pass that was given targets")
+    grads = {}
+    wte = params["token_embedding.weight"]
+    dlogits = crossentropy_backward(acts["probs"], acts["targets"])
+    dwte_head = dlogits.reshape(-1, dlogits.shape[-1]).T @ acts["lnf"].reshape(-1, acts["lnf"].shape[-1])
+    dx, grads["ln_final.weight"], grads["ln_final.bias"] = layernorm_backward(
+        dlogits @ wte, acts["lnf_cache"], params["ln_final.weight"])
+    for i in reversed(range(config.n_layer)):
+        p = lambda name: params[f"blocks.{i}.{name}"]  # noqa: E731
+        g = lambda name: f"blocks.{i}.{name}"  # noqa: E731
+        a = acts["blocks"][i]
+        # x_out = x_mid + fc_out(gelu(fc_in(ln2(x_mid))))
+        dgelu, grads[g("mlp.fc_out.weight")], grads[g("mlp.fc_out.bias")] = linear_backward(dx, a["gelu"], p("mlp.fc_out.weight"))
+        dfc_in = gelu_backward(dgelu, a["fc_in"], a["gelu_cdf"])
+        dln2, grads[g("mlp.fc_in.weight")], grads[g("mlp.fc_in.bias")] = linear_backward(dfc_in, a["ln2"], p("mlp.fc_in.weight"))
+        dmid, grads[g("ln2.weight")], grads[g("ln2.bias")] = layernorm_backward(dln2, a["ln2_cache"], p("ln2.weight"))
+        dx = dx + dmid
+        # x_mid = x_in + o_proj(attention(q, k, v)), q/k/v = proj(ln1(x_in))
+        datt_y, grads[g("attn.o_proj.weight")], grads[g("attn.o_proj.bias")] = linear_backward(dx, a["att_y"], p("attn.o_proj.weight"))
+        dq, dk, dv = attention_backward(datt_y, a["att_cache"], config.n_head)
+        dln1 = np.zeros_like(a["ln1"])
+        for name, d in (("q", dq), ("k", dk), ("v", dv)):
+            dpart, grads[g(f"attn.{name}_proj.weight")], grads[g(f"attn.{name}_proj.bias")] = linear_backward(
+                d, a["ln1"], p(f"attn.{name}_proj.weight"))
+            dln1 += dpart
+        din, grads[g("ln1.weight")], grads[g("ln1.bias")] = layernorm_backward(dln1, a["ln1_cache"], p("ln1.weight"))
+        dx = dx + din
+    dwte, grads["position_embedding.weight"] = encoder_backward(
+        dx, acts["idx"], wte.shape, params["position_embedding.weight"].shape)
+    grads["token_embedding.weight"] = dwte + dwte_head
+    return {name: grads[name] for name, _, _ in tensor_specs(config)}
+
+
+# ---------------------------------------------------------------------------
+# Sampling.
+
+def next_logits(config: GPTConfig, params: dict, tokens) -> np.ndarray:
+    """Logits for the token after `tokens`, seeing at most the last block_size of them."""
+    context = np.asarray(tokens, dtype=np.int64)[-config.block_size:]
+    if context.size == 0:
+        raise ValueError("sampling needs at least one prompt token")
+    logits, _, _ = forward(config, params, context[None, :])
+    return logits[0, -1]
+
+
+def pick_token(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
+    """Temperature 0 is greedy: the argmax (lowest id on ties), no randomness used.
+    Otherwise softmax(logits / temperature) over the top_k largest (0 = all),
+    sampled by one uniform draw against the cumulative distribution."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    logits = np.asarray(logits, dtype=np.float64)
+    if temperature == 0:
+        return int(np.argmax(logits))
+    scaled = logits / temperature
+    if 0 < top_k < scaled.size:
+        kth = np.sort(scaled)[-top_k]
+        scaled = np.where(scaled < kth, -np.inf, scaled)
+    probs = np.exp(scaled - scaled.max())
+    cdf = np.cumsum(probs / probs.sum())
+    return int(min(np.searchsorted(cdf, rng.random(), side="right"), scaled.size - 1))
+
+
+def generate(config: GPTConfig, params: dict, prompt, max_new_tokens: int,
+             temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+    """The prompt's continuation, max_new_tokens token ids long."""
+    rng = np.random.default_rng(seed)
+    tokens = [int(t) for t in prompt]
+    out = []
+    for _ in range(max_new_tokens):
+        token = pick_token(next_logits(config, params, tokens), temperature, top_k, rng)
+        tokens.append(token)
+        out.append(token)
+    return out

@@ -1,0 +1,30 @@
+"""The reference GPT written with PyTorch's own layers and autograd, from the model
+description rather than from model.py: the independent check in
+tests/test_torch_parity.py and the PyTorch side of bench/bench_reference.py.
+torch is a test and benchmark extra: only callers that have it import this."""
+import torch
+
+from tinygpt.facts import FACTS
+
+F = torch.nn.functional
+
+
+def torch_loss(config, P, idx, targets):
+    """Logits and mean cross-entropy; P maps canonical names to tensors in storage shapes."""
+    B, T = idx.shape
+    C, H = config.n_embd, config.n_head
+    eps = FACTS["model"]["layernorm_eps"]
+    x = P["token_embedding.weight"][idx] + P["position_embedding.weight"][:T]
+    for i in range(config.n_layer):
+        p = lambda n: P[f"blocks.{i}.{n}"]  # noqa: E731
+        h = F.layer_norm(x, (C,), p("ln1.weight"), p("ln1.bias"), eps)
+        q, k, v = (F.linear(h, p(f"attn.{n}_proj.weight").T, p(f"attn.{n}_proj.bias")).view(B, T, H, C // H).transpose(1, 2)
+                   for n in "qkv")
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        x = x + F.linear(y, p("attn.o_proj.weight").T, p("attn.o_proj.bias"))
+        h = F.layer_norm(x, (C,), p("ln2.weight"), p("ln2.bias"), eps)
+        h = F.gelu(F.linear(h, p("mlp.fc_in.weight").T, p("mlp.fc_in.bias")), approximate="none")
+        x = x + F.linear(h, p("mlp.fc_out.weight").T, p("mlp.fc_out.bias"))
+    x = F.layer_norm(x, (C,), P["ln_final.weight"], P["ln_final.bias"], eps)
+    logits = x @ P["token_embedding.weight"].T
+    return logits, F.cross_entropy(logits.reshape(-1, config.vocab_size), targets.reshape(-1))

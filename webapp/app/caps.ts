@@ -1,0 +1,66 @@
+// The "This device" panel: what WebGPU offers, which backend will run, and the
+// capability pills. A lever's pill shows only when it is shipped AND detected;
+// detected features of unshipped levers are listed as available, not used.
+import facts from "../../tinygpt/facts.json";
+import type { Caps } from "../worker/protocol";
+import { $, el } from "./dom";
+import { explainerFor } from "./explainers";
+
+export function backendLabel(caps: Caps): string {
+  if (caps.webgpu) return "WebGPU";
+  return caps.crossOriginIsolated ? "WASM +threads" : "WASM";
+}
+
+function pill(label: string, explainerKey: string, kind: string): HTMLElement {
+  const target = explainerFor(explainerKey);
+  const node = el(target ? "button" : "span", { class: `pill pill-${kind}` }, label);
+  if (target && node instanceof HTMLButtonElement) {
+    node.type = "button";
+    node.popoverTargetElement = target;
+    node.setAttribute("aria-label", `${label}: what this means`);
+  }
+  return node;
+}
+
+export function showCaps(caps: Caps): void {
+  const box = $("#caps");
+  const summary = $("#caps-summary", box);
+  const details = $("#caps-details", box);
+  details.replaceChildren();
+
+  if (caps.webgpu && caps.adapter) {
+    const a = caps.adapter;
+    const name = [a.vendor, a.architecture, a.device, a.description].filter(Boolean).join(" · ") || "unnamed adapter";
+    summary.textContent = `WebGPU is available: ${name}.`;
+    details.append(el("dt", {}, "Adapter features"), el("dd", { id: "caps-features" }, caps.features.join(", ") || "none"));
+    details.append(el("dt", {}, "Largest storage buffer"), el("dd", {}, `${caps.maxBufferMiB} MiB`));
+  } else {
+    summary.textContent = `No WebGPU here (${caps.gpuError ?? "no adapter"}); training runs on the CPU through WebAssembly.`;
+  }
+  const cpu = `${caps.wasmSimd ? "SIMD" : "no SIMD"}, ${caps.crossOriginIsolated ? `up to ${caps.threads} threads` : "one thread (page not cross-origin isolated)"}`;
+  details.append(el("dt", {}, "WebAssembly"), el("dd", {}, cpu));
+
+  const pills = $("#pills");
+  pills.replaceChildren();
+  const backend = backendLabel(caps);
+  pills.append(el("li", {}, undefined));
+  pills.lastElementChild!.append(pill(backend, caps.webgpu ? "webgpu" : "wasm", "backend"));
+
+  const unused: string[] = [];
+  for (const lever of facts.levers) {
+    const detected = caps.features.includes(lever.feature);
+    if (!detected) continue;
+    if (lever.status === "shipped") {
+      const li = el("li");
+      li.append(pill(lever.pill, lever.id, "lever"));
+      pills.append(li);
+    } else if (!unused.includes(lever.feature)) {
+      unused.push(lever.feature);
+    }
+  }
+  if (unused.length) {
+    details.append(el("dt", {}, "Available, not used yet"), el("dd", { id: "caps-unused" }, unused.join(", ")));
+  }
+  box.dataset.webgpu = caps.webgpu ? "yes" : "no";
+  box.dataset.backend = caps.webgpu ? "webgpu" : "wasm";
+}

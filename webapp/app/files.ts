@@ -1,0 +1,136 @@
+// Models and storage: saved runs (resume after a reload), export to a
+// .tinygpt download, import from a file, the gallery, and the quota readout.
+import facts from "../../tinygpt/facts.json";
+import type { CheckpointInfo } from "../worker/protocol";
+import type { WorkerClient } from "./client";
+import { $, el } from "./dom";
+import * as fmt from "./format";
+import type { Setup } from "./setup";
+
+interface GalleryModel {
+  id: string;
+  name: string;
+  file: string;
+  description?: string;
+}
+
+export class FilesView {
+  private gallery: GalleryModel[] = [];
+
+  constructor(
+    private client: WorkerClient,
+    private setup: Setup,
+    private onError: (text: string) => void,
+    private onOffer: (text: string, resume: () => void) => void,
+  ) {
+    $("#btn-export").addEventListener("click", () => client.send({ type: "export" }));
+    client.on("exported", (m) => this.download(m.name, m.bytes));
+    const input = $<HTMLInputElement>("#import-file");
+    input.addEventListener("change", async () => {
+      const file = input.files?.[0];
+      input.value = "";
+      if (file) await this.importFile(file);
+    });
+    $("#btn-gallery").addEventListener("click", () => this.loadGallery());
+    client.on("checkpoints", (m) => this.showRuns(m.list));
+    client.on("saved", () => {
+      client.send({ type: "listCheckpoints" });
+      void this.showStorage();
+    });
+  }
+
+  private download(name: string, bytes: Uint8Array): void {
+    const url = URL.createObjectURL(new Blob([bytes as Uint8Array<ArrayBuffer>], { type: "application/octet-stream" }));
+    const a = el("a", { href: url, download: name });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 10_000);
+  }
+
+  private async importFile(file: File): Promise<void> {
+    // The worker checks the whole file before it replaces the current model.
+    const bytes = new Uint8Array(await file.arrayBuffer());
+    this.client.send({ type: "import", name: file.name, bytes, backend: this.setup.backend() }, [bytes.buffer]);
+  }
+
+  async loadGalleryManifest(): Promise<void> {
+    try {
+      const res = await fetch("/gallery/manifest.json");
+      if (!res.ok) return;
+      const data = (await res.json()) as { models?: GalleryModel[] } | GalleryModel[];
+      this.gallery = (Array.isArray(data) ? data : (data.models ?? [])).filter((m) => m && typeof m.file === "string");
+    } catch {
+      this.gallery = [];
+    }
+    const select = $<HTMLSelectElement>("#gallery-select");
+    select.replaceChildren(...this.gallery.map((m) => el("option", { value: m.id }, m.description ? `${m.name} — ${m.description}` : m.name)));
+    $("#gallery").hidden = this.gallery.length === 0;
+  }
+
+  private async loadGallery(): Promise<void> {
+    const m = this.gallery.find((x) => x.id === $<HTMLSelectElement>("#gallery-select").value);
+    if (!m) return;
+    const res = await fetch(new URL(m.file, new URL("/gallery/", location.href)));
+    if (!res.ok) {
+      this.onError(`The gallery model ${m.name} could not be downloaded (HTTP ${res.status}).`);
+      return;
+    }
+    const bytes = new Uint8Array(await res.arrayBuffer());
+    this.client.send({ type: "import", name: m.name, bytes, backend: this.setup.backend() }, [bytes.buffer]);
+  }
+
+  private offered = false;
+
+  private showRuns(list: CheckpointInfo[]): void {
+    // On arrival, the newest run nobody has open is offered in a message too.
+    const newest = list.find((c) => !c.busy && !c.current);
+    if (!this.offered && newest) {
+      this.offered = true;
+      this.onOffer(`A saved run is waiting: ${newest.model.n_layer} layers × ${newest.model.n_embd}, ${newest.dataset ?? "no text"}, step ${newest.step}, saved ${fmt.ago(newest.savedAt)}.`, () => this.open(newest.id, true));
+    }
+    this.offered = true;
+    const box = $("#resume-offer");
+    const ul = $("#checkpoint-list");
+    ul.replaceChildren();
+    box.hidden = list.length === 0;
+    for (const c of list) {
+      const li = el("li", { "data-run": c.id });
+      const shape = `${c.model.n_layer} layers × ${c.model.n_embd}`;
+      li.append(el("span", {}, `${shape} · ${c.dataset ?? "no text"} · step ${c.step} · ${fmt.bytes(c.bytes)} · saved ${fmt.ago(c.savedAt)}${c.busy ? " · open in another tab" : ""}${c.current ? " · loaded here" : ""}`));
+      const resume = el("button", { type: "button", class: "resume-run" }, "Resume training");
+      const load = el("button", { type: "button" }, "Load to sample");
+      const del = el("button", { type: "button" }, "Delete");
+      for (const b of [resume, load, del]) b.disabled = c.busy || c.current;
+      resume.addEventListener("click", () => this.open(c.id, true));
+      load.addEventListener("click", () => this.open(c.id, false));
+      del.addEventListener("click", () => this.client.send({ type: "deleteCheckpoint", id: c.id }));
+      li.append(resume, load, del);
+      ul.append(li);
+    }
+  }
+
+  open(id: string, train: boolean, backend = this.setup.backend()): void {
+    try {
+      this.client.send({ type: "openCheckpoint", id, backend, train, steps: this.setup.steps(), intervals: this.setup.intervals() });
+    } catch (e) {
+      this.onError((e as Error).message);
+    }
+  }
+
+  /** Asks for persistent storage once training starts (browsers grant it to engaged sites). */
+  async persist(): Promise<void> {
+    if (navigator.storage?.persist && !(await navigator.storage.persisted())) await navigator.storage.persist();
+    await this.showStorage();
+  }
+
+  async showStorage(): Promise<void> {
+    const node = $("#storage");
+    if (!navigator.storage?.estimate) {
+      node.textContent = "This browser does not report its storage; checkpoints may not survive a reload.";
+      return;
+    }
+    const [{ usage = 0, quota = 0 }, persisted] = await Promise.all([navigator.storage.estimate(), navigator.storage.persisted()]);
+    node.textContent = `Browser storage for this site: ${fmt.bytes(usage)} used of ${fmt.bytes(quota)}. ${persisted ? "Kept until you clear it." : "The browser may clear it when space runs low; export models you want to keep."} Models are ${facts.format.extension} files.`;
+  }
+}

@@ -1,0 +1,133 @@
+// The app page's script: starts the worker, shows what this device offers,
+// and wires the trainer UI to the worker's messages.
+import "./app.css";
+import type { Status } from "../worker/protocol";
+import { showCaps } from "./caps";
+import { WorkerClient } from "./client";
+import { CorpusError, CorpusPicker } from "./corpus";
+import { $ } from "./dom";
+import { wireMetricExplainers } from "./explainers";
+import { FilesView } from "./files";
+import { Messages } from "./messages";
+import { ProgressView } from "./progress";
+import { SampleView } from "./sample";
+import { Setup } from "./setup";
+
+const root = $("#app");
+const messages = new Messages($("#messages"));
+const error = (text: string) => messages.show("error", text);
+const client = new WorkerClient(root.dataset.worker!, error);
+const progress = new ProgressView();
+const corpus = new CorpusPicker();
+const setup = new Setup(() => measureSelection());
+const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]));
+new SampleView(client, error);
+
+let status: Status | null = null;
+let capsKnown = false;
+
+function button(id: string): HTMLButtonElement {
+  return $<HTMLButtonElement>(`#${id}`);
+}
+
+function applyStatus(s: Status): void {
+  status = s;
+  root.dataset.state = s.state;
+  const idle = s.state === "empty" || s.state === "ready";
+  const loaded = s.model !== null;
+  button("btn-start").disabled = !idle;
+  button("btn-pause").disabled = s.state !== "training";
+  button("btn-stop").disabled = s.state !== "training";
+  button("btn-resume").disabled = !(s.state === "ready" && s.canTrain);
+  button("btn-reset").disabled = !(idle && loaded);
+  button("btn-sample").disabled = !(s.state === "ready" && loaded);
+  button("btn-sample-stop").disabled = s.state !== "sampling";
+  button("btn-export").disabled = !(s.state === "ready" && loaded);
+  for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
+  progress.setStatus(s);
+  if (idle) measureSelection();
+}
+
+/** Measures the selected model's time per step on this device, once per shape and backend, while idle. */
+function measureSelection(): void {
+  if (!capsKnown || (status && status.state !== "empty" && status.state !== "ready")) return;
+  let key: string;
+  try {
+    key = setup.measureKey();
+  } catch {
+    return; // an invalid custom shape: its error is shown beside the fields
+  }
+  if (setup.measured.has(key) || pendingMeasure.has(key)) return;
+  pendingMeasure.add(key);
+  const { model, train } = setup.config();
+  client.send({ type: "measure", key, model, batch: train.batch_size, backend: setup.backend() });
+}
+const pendingMeasure = new Set<string>();
+
+async function start(): Promise<void> {
+  let settings;
+  try {
+    settings = setup.settings();
+  } catch (e) {
+    return void error((e as Error).message);
+  }
+  button("btn-start").disabled = true;
+  try {
+    const text = await corpus.read();
+    progress.history([]);
+    client.send({ type: "start", settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
+    files.persist();
+  } catch (e) {
+    error(e instanceof CorpusError ? e.message : `The text could not be read: ${(e as Error).message}`);
+    button("btn-start").disabled = false;
+  }
+}
+
+client.on("message", (m) => {
+  const actions = m.resumeRun
+    ? [
+        { label: "Resume on the GPU", run: () => files.open(m.resumeRun!, true, "webgpu") },
+        { label: "Resume on the CPU", run: () => files.open(m.resumeRun!, true, "wasm") },
+      ]
+    : [];
+  messages.show(m.level, m.text, actions);
+});
+client.on("caps", (m) => {
+  showCaps(m.caps);
+  capsKnown = true;
+  measureSelection();
+});
+client.on("status", (m) => applyStatus(m.status));
+client.on("progress", (m) => progress.progress(m.progress));
+client.on("history", (m) => progress.history(m.history));
+client.on("saved", (m) => progress.saved(m.step));
+client.on("measured", (m) => {
+  pendingMeasure.delete(m.key);
+  if (m.error !== "busy") setup.showMeasured(m.key, m.msPerStep, m.backend);
+});
+
+button("btn-start").addEventListener("click", () => void start());
+button("btn-pause").addEventListener("click", () => client.send({ type: "pause" }));
+button("btn-stop").addEventListener("click", () => client.send({ type: "stop" }));
+button("btn-reset").addEventListener("click", () => client.send({ type: "reset" }));
+button("btn-resume").addEventListener("click", () => {
+  try {
+    client.send({ type: "resume", steps: setup.steps(), intervals: setup.intervals() });
+  } catch (e) {
+    error((e as Error).message);
+  }
+});
+$("#backend").addEventListener("change", () => measureSelection());
+
+wireMetricExplainers();
+client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "" });
+client.send({ type: "caps" });
+client.send({ type: "listCheckpoints" });
+client.ping().then((ms) => {
+  const node = $("#worker-status");
+  node.textContent = `Worker running (answered in ${ms.toFixed(1)} ms).`;
+  node.dataset.ready = "yes";
+});
+void corpus.loadManifest();
+void files.loadGalleryManifest();
+void files.showStorage();

@@ -1,0 +1,129 @@
+// The model and run settings: presets from the shared facts with their size,
+// memory and measured time per step, a custom shape, and the run options.
+import { checkModelConfig, defaultTrainConfig, memoryEstimate, paramCount, presets } from "../engine/model";
+import type { ModelConfig, TrainConfig } from "../engine/types";
+import facts from "../../tinygpt/facts.json";
+import type { BackendChoice, Intervals, RunSettings } from "../worker/protocol";
+import { $ } from "./dom";
+import { bytes, count, msPerStep } from "./format";
+
+function intField(id: string, label: string, min: number, max: number): number {
+  const v = Number($<HTMLInputElement>(`#${id}`).value);
+  if (!Number.isInteger(v) || v < min || v > max) throw new Error(`${label} must be a whole number from ${min} to ${max}.`);
+  return v;
+}
+
+export class Setup {
+  readonly measured = new Map<string, number>();
+
+  constructor(onChange: () => void) {
+    for (const input of document.querySelectorAll<HTMLInputElement>("input[name=preset]")) {
+      input.addEventListener("change", () => {
+        $("#custom").hidden = this.presetId() !== "custom";
+        onChange();
+      });
+    }
+    for (const input of document.querySelectorAll<HTMLInputElement>("#custom input")) {
+      input.addEventListener("input", () => {
+        this.describeCustom();
+        onChange();
+      });
+    }
+    for (const p of presets()) {
+      $(`[data-preset-params="${p.id}"]`).textContent = `${count(paramCount(p.model))} parameters`;
+      $(`[data-preset-memory="${p.id}"]`).textContent = `≈ ${bytes(memoryEstimate(p.model, p.train.batch_size))} while training`;
+    }
+    this.describeCustom();
+  }
+
+  presetId(): string {
+    return document.querySelector<HTMLInputElement>("input[name=preset]:checked")?.value ?? "tiny";
+  }
+
+  selectPreset(id: string): void {
+    const input = document.querySelector<HTMLInputElement>(`input[name=preset][value="${id}"]`);
+    if (input) {
+      input.checked = true;
+      $("#custom").hidden = id !== "custom";
+    }
+  }
+
+  /** The chosen model and training config; throws with a readable message for a bad custom shape. */
+  config(id = this.presetId()): { model: ModelConfig; train: TrainConfig } {
+    if (id !== "custom") {
+      const p = presets().find((x) => x.id === id)!;
+      return { model: p.model, train: { ...p.train } };
+    }
+    const model: ModelConfig = {
+      vocab_size: facts.vocab_size,
+      n_layer: intField("c-n_layer", "Layers", 1, 24),
+      n_embd: intField("c-n_embd", "Width", 8, 1024),
+      n_head: intField("c-n_head", "Heads", 1, 16),
+      block_size: intField("c-block_size", "Context", 8, 1024),
+    };
+    if (model.n_embd % model.n_head !== 0) throw new Error(`Width ${model.n_embd} must divide evenly by Heads ${model.n_head}.`);
+    checkModelConfig(model);
+    const lr = Number($<HTMLInputElement>("#c-lr").value);
+    if (!(lr > 0 && lr <= 0.1)) throw new Error("Learning rate must be above 0 and at most 0.1.");
+    return { model, train: defaultTrainConfig(intField("c-batch_size", "Batch", 1, 256), lr) };
+  }
+
+  settings(): RunSettings {
+    const { model, train } = this.config();
+    train.seed = (Math.random() * 2 ** 31) >>> 0;
+    return {
+      model,
+      train,
+      steps: this.steps(),
+      intervals: this.intervals(),
+      backend: this.backend(),
+    };
+  }
+
+  intervals(): Intervals {
+    return {
+      evalEvery: intField("eval-every", "Validate every", 1, 100_000),
+      saveEvery: intField("save-every", "Save every", 1, 100_000),
+    };
+  }
+
+  steps(): number {
+    return intField("steps", "Steps", 1, 1_000_000);
+  }
+
+  backend(): BackendChoice {
+    return $<HTMLSelectElement>("#backend").value as BackendChoice;
+  }
+
+  private describeCustom(): void {
+    const error = $("#custom-error");
+    try {
+      const { model, train } = this.config("custom");
+      $('[data-preset-params="custom"]').textContent = `${count(paramCount(model))} parameters`;
+      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(memoryEstimate(model, train.batch_size))} while training`;
+      error.textContent = "";
+    } catch (e) {
+      $('[data-preset-params="custom"]').textContent = "";
+      $('[data-preset-memory="custom"]').textContent = "";
+      error.textContent = (e as Error).message;
+    }
+  }
+
+  /** A key naming the shape, batch and backend a time-per-step figure belongs to. */
+  measureKey(): string {
+    const { model, train } = this.config();
+    return `${this.presetId()}:${model.n_layer}x${model.n_embd}x${model.n_head}x${model.block_size}:b${train.batch_size}:${this.backend()}`;
+  }
+
+  showMeasured(key: string, ms: number | null, backend: string | null): void {
+    const id = key.split(":")[0];
+    const node = document.querySelector(`[data-preset-speed="${id}"]`);
+    if (!node) return;
+    if (ms === null) {
+      node.textContent = "time per step: could not measure";
+      return;
+    }
+    this.measured.set(key, ms);
+    node.textContent = `≈ ${msPerStep(ms)} per step here (${backend === "webgpu" ? "WebGPU" : "WASM"}, measured)`;
+  }
+}

@@ -1,0 +1,145 @@
+// Train a preset on a text file with the WebGPU backend through Dawn (npm
+// webgpu) and write a .tinygpt: the same engine code the browser runs.
+//
+//   node dist-cli/train.js --preset tiny --corpus path.txt --steps 500 --out model.tinygpt
+//
+// Options: --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
+// (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
+// --stats path.json (timings for the benchmark), --profile (after saving, time one
+// more step dispatch by dispatch and list the ops by time), --quiet.
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { basename } from "node:path";
+import { parseArgs } from "node:util";
+import { create, globals } from "webgpu";
+import { GpuBackend, createBackend, createTrainer, preset } from "../engine/index";
+import { splitCorpus, trainBatch } from "../engine/data";
+
+const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--stats path.json] [--profile] [--quiet]";
+// Steps issued ahead of the one being read back; the backend bounds GPU work in flight itself.
+const WINDOW = 8;
+// Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
+const WARMUP_STEPS = 3;
+
+function fail(message: string): never {
+  console.error(`train: ${message}\n${USAGE}`);
+  process.exit(2);
+}
+
+function int(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0) fail(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+async function main(): Promise<void> {
+  let args;
+  try {
+    args = parseArgs({
+      options: {
+        preset: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
+        "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
+        "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" },
+        stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" },
+      },
+    }).values;
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  if (!args.preset || !args.corpus || !args.steps || !args.out) fail("--preset, --corpus, --steps and --out are required");
+  let p;
+  try {
+    p = preset(args.preset);
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  const steps = int("steps", args.steps, 0);
+  const train = {
+    ...p.train,
+    batch_size: int("batch-size", args["batch-size"], p.train.batch_size) || fail("--batch-size must be positive"),
+    seed: int("seed", args.seed, p.train.seed),
+    warmup_steps: int("warmup-steps", args["warmup-steps"], p.train.warmup_steps),
+  };
+  if (args.lr !== undefined) {
+    train.lr = Number(args.lr);
+    if (!(train.lr > 0)) fail(`--lr must be a positive number, got ${JSON.stringify(args.lr)}`);
+  }
+  const evalEvery = int("eval-every", args["eval-every"], 100);
+  const evalBatches = int("eval-batches", args["eval-batches"], 8) || 1;
+  const log = args.quiet ? () => {} : (s: string) => console.log(s);
+
+  let corpus: Uint8Array;
+  try {
+    corpus = readFileSync(args.corpus);
+  } catch (e) {
+    fail(`cannot read the corpus: ${(e as Error).message}`);
+  }
+
+  Object.assign(globalThis, globals);
+  const gpu = create([]);
+  const backend = await createBackend("webgpu", p.model, train, { gpu });
+  const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
+  await trainer.setCorpus(basename(args.corpus), corpus);
+  const tokensPerStep = train.batch_size * p.model.block_size;
+  log(`train: ${p.label} on ${backend.device}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
+
+  const t0 = performance.now();
+  let timedFrom = t0;
+  let val: number | undefined;
+  let last = NaN;
+  const pending: Promise<number>[] = [];
+  for (let issued = 0, done = 0; done < steps; ) {
+    // Issue ahead, but never past the next evaluation: it sees exactly `done` steps.
+    const limit = evalEvery > 0 ? Math.min(steps, (Math.floor(done / evalEvery) + 1) * evalEvery) : steps;
+    while (issued < limit && pending.length < WINDOW) {
+      pending.push(trainer.trainStep());
+      issued++;
+    }
+    last = await pending.shift()!;
+    done++;
+    if (!Number.isFinite(last)) throw new Error(`the loss became ${last} at step ${done}; stopping (lower --lr?)`);
+    if (done === Math.min(WARMUP_STEPS, steps)) timedFrom = performance.now();
+    const evalNow = evalEvery > 0 && (done % evalEvery === 0 || done === steps);
+    if (evalNow) val = await trainer.evaluate(evalBatches);
+    if (evalNow || done % 50 === 0 || done === steps) {
+      const s = (performance.now() - t0) / 1000;
+      log(`step ${String(done).padStart(6)}  loss ${last.toFixed(4)}${evalNow ? `  val ${val!.toFixed(4)}` : ""}  ${s.toFixed(1)} s`);
+    }
+  }
+  const elapsed = (performance.now() - timedFrom) / 1000;
+  const timedSteps = Math.max(0, steps - Math.min(WARMUP_STEPS, steps));
+  const tokensPerSec = timedSteps > 0 ? (timedSteps * tokensPerStep) / elapsed : NaN;
+
+  writeFileSync(args.out, await trainer.save(!args["no-optimizer"]));
+  log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps`);
+  let profile: { op: string; dispatches: number; workgroups: number; ms: number }[] | undefined;
+  if (args.profile && backend instanceof GpuBackend) {
+    const { x, y } = trainBatch(splitCorpus(corpus, p.model.block_size), train.batch_size, p.model.block_size, train.seed, trainer.step);
+    const byOp = new Map<string, { op: string; dispatches: number; workgroups: number; ms: number }>();
+    for (const d of await backend.profileStep(x, y, train.lr)) {
+      const key = `${d.op} ${d.workgroups}`;
+      const row = byOp.get(key) ?? { op: d.op, dispatches: 0, workgroups: d.workgroups, ms: 0 };
+      row.dispatches++;
+      row.ms += d.ms;
+      byOp.set(key, row);
+    }
+    profile = [...byOp.values()].sort((a, b) => b.ms - a.ms);
+    const total = profile.reduce((a, r) => a + r.ms, 0);
+    log(`profile: one step dispatch by dispatch, ${total.toFixed(1)} ms in all (each dispatch waited on alone)`);
+    for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
+  }
+  if (args.stats) {
+    const stats = { preset: p.id, device: backend.device, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
+    writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
+  }
+  trainer.dispose();
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(`train: ${(e as Error).message}`);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,154 @@
+// The CPU backend against the numpy reference's golden fixture
+// (tests/fixtures/golden_tiny.json, from `python -m tinygpt.golden`), through
+// the Backend interface only. Run by tests/test_cpu_node.py, which compiles
+// cpu.wasm and passes its path in TINYGPT_CPU_WASM.
+
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { test } from "node:test";
+import { Worker } from "node:worker_threads";
+import { createCpuBackend, type CpuBackendOptions } from "../backend";
+import type { WorkerLike } from "../threads";
+import type { Backend, ModelConfig } from "../../engine/types";
+
+interface Step { step: number; lr: number; x: number[]; y: number[]; loss_f32: number; loss_f64: number }
+interface Sample { prompt: number[]; tokens: number[]; min_margin: number }
+interface Golden {
+  config: ModelConfig;
+  train: { beta1: number; beta2: number; eps: number; weight_decay: number; grad_clip: number };
+  param_count: number;
+  tensors: { name: string; offset: number; size: number }[];
+  init_params: string;
+  steps: Step[];
+  logits_step0: string;
+  final: { params: Record<string, { sum: number; l2: number }>; m_l2: number; v_l2: number; loss_f32: number };
+  sample: Sample;
+  sample_init?: Sample;
+}
+
+const golden = JSON.parse(readFileSync("tests/fixtures/golden_tiny.json", "utf8")) as Golden;
+const wasmPath = process.env.TINYGPT_CPU_WASM;
+if (!wasmPath) throw new Error("TINYGPT_CPU_WASM must name the compiled cpu.wasm (tests/test_cpu_node.py sets it)");
+const wasm = readFileSync(wasmPath);
+
+function floats(b64: string): Float32Array {
+  const bytes = Buffer.from(b64, "base64");
+  return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
+}
+
+const relErr = (a: number, b: number) => Math.abs(a - b) / Math.abs(b);
+const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, v) => s + v * v, 0));
+
+async function backend(extra: Partial<CpuBackendOptions> = {}): Promise<Backend> {
+  const b = await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train, ...extra });
+  await b.setState({ params: floats(golden.init_params), step: 0 });
+  return b;
+}
+
+async function train(b: Backend): Promise<number[]> {
+  const losses = [];
+  for (const s of golden.steps) losses.push(await b.trainStep(Int32Array.from(s.x), Int32Array.from(s.y), s.lr));
+  return losses;
+}
+
+function checkCurve(losses: number[]) {
+  assert.ok(relErr(losses[0], golden.steps[0].loss_f32) < 1e-4, `first loss ${losses[0]} vs ${golden.steps[0].loss_f32}`);
+  losses.forEach((loss, i) => {
+    assert.ok(relErr(loss, golden.steps[i].loss_f32) < 1e-3, `step ${i}: loss ${loss} vs reference ${golden.steps[i].loss_f32}`);
+  });
+}
+
+async function greedy(b: Backend, sample: Sample): Promise<number[]> {
+  const tokens = [...sample.prompt];
+  for (let i = 0; i < sample.tokens.length; i++) {
+    const logits = await b.nextLogits(Int32Array.from(tokens));
+    tokens.push(logits.indexOf(Math.max(...logits)));
+  }
+  return tokens.slice(sample.prompt.length);
+}
+
+test("first-step loss and 20-step curve match the reference; final weights and moments too", async () => {
+  const b = await backend();
+  checkCurve(await train(b));
+  const s = await b.getState();
+  assert.equal(s.step, golden.steps.length);
+  // Absolute floor: k_proj.bias has an exactly zero gradient (softmax ignores a
+  // shift shared by a whole row of scores), so its tiny value is rounding noise.
+  for (const t of golden.tensors) {
+    const want = golden.final.params[t.name].l2;
+    const got = l2(s.params.subarray(t.offset, t.offset + t.size));
+    assert.ok(Math.abs(got - want) < 1e-3 * Math.max(want, 1), `${t.name}: final L2 ${got} vs reference ${want}`);
+  }
+  assert.ok(relErr(l2(s.m!), golden.final.m_l2) < 1e-3, `Adam m L2 ${l2(s.m!)} vs ${golden.final.m_l2}`);
+  assert.ok(relErr(l2(s.v!), golden.final.v_l2) < 1e-3, `Adam v L2 ${l2(s.v!)} vs ${golden.final.v_l2}`);
+  const first = golden.steps[0];
+  const after = await b.loss(Int32Array.from(first.x), Int32Array.from(first.y));
+  assert.ok(relErr(after, golden.final.loss_f32) < 1e-3, `final loss ${after} vs ${golden.final.loss_f32}`);
+  assert.deepEqual(await greedy(b, golden.sample), golden.sample.tokens);
+  b.dispose();
+});
+
+test("nextLogits of the initial model match the reference logits", async () => {
+  const b = await backend();
+  const want = floats(golden.logits_step0);
+  const got = await b.nextLogits(Int32Array.from(golden.steps[0].x.slice(0, golden.config.block_size)));
+  assert.equal(got.length, golden.config.vocab_size);
+  const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+  const worst = want.reduce((m, v, i) => Math.max(m, Math.abs(v - got[i])), 0);
+  assert.ok(worst < 1e-4 * scale, `max |logit diff| ${worst} (max |logit| ${scale})`);
+  if (golden.sample_init) assert.deepEqual(await greedy(b, golden.sample_init), golden.sample_init.tokens);
+  b.dispose();
+});
+
+test("getState then setState into a fresh backend continues the same run", async () => {
+  const a = await backend();
+  const steps = golden.steps;
+  for (const s of steps.slice(0, 10)) await a.trainStep(Int32Array.from(s.x), Int32Array.from(s.y), s.lr);
+  const saved = await a.getState();
+  const b = await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train });
+  await b.setState(saved);
+  const again = await b.getState();
+  assert.deepEqual([again.params, again.m, again.v, again.step], [saved.params, saved.m, saved.v, saved.step]);
+  for (const s of steps.slice(10)) {
+    const [x, y] = [Int32Array.from(s.x), Int32Array.from(s.y)];
+    assert.equal(await b.trainStep(x, y, s.lr), await a.trainStep(x, y, s.lr), `step ${s.step}`);
+  }
+  a.dispose();
+  b.dispose();
+});
+
+test("micro-batches (one sequence at a time) give the same step as the whole batch", async () => {
+  const whole = await train(await backend());
+  const split = await train(await backend({ activationBudget: 1 }));
+  split.forEach((loss, i) => assert.ok(relErr(loss, whole[i]) < 1e-5, `step ${i}: ${loss} vs ${whole[i]}`));
+});
+
+test("two threads sharing memory reproduce the reference", async () => {
+  const workerUrl = new URL("./thread_worker.mjs", import.meta.url);
+  const b = await backend({ threads: 2, spawn: () => new Worker(workerUrl) as unknown as WorkerLike });
+  assert.equal(b.device, "2 threads, SIMD");
+  checkCurve(await train(b));
+  b.dispose();
+});
+
+test("helpers that fail to start leave a working single-thread backend", async () => {
+  const broken = () => new Worker("throw new Error('no helper today')", { eval: true }) as unknown as WorkerLike;
+  const b = await backend({ threads: 2, spawn: broken });
+  assert.equal(b.device, "1 thread, SIMD");
+  checkCurve(await train(b));
+  b.dispose();
+});
+
+test("bad input is refused with a message saying what and where", async () => {
+  const b = await backend();
+  const T = golden.config.block_size;
+  const ok = new Int32Array(T);
+  const bad = new Int32Array(T);
+  bad[3] = 256;
+  await assert.rejects(b.trainStep(bad, ok, 1e-3), /x\[3\] = 256 is outside \[0, 256\)/);
+  await assert.rejects(b.loss(new Int32Array(T + 1), new Int32Array(T + 1)), /not a whole number of block_size/);
+  await assert.rejects(b.nextLogits(new Int32Array(0)), /at least one token/);
+  await assert.rejects(b.setState({ params: new Float32Array(3), step: 0 }), new RegExp(`params has 3 floats, the model has ${golden.param_count}`));
+  await assert.rejects(createCpuBackend({ ...golden.config, n_embd: 30, n_head: 3 }, { wasm, threads: 1 }), /multiples of 4/);
+  b.dispose();
+});

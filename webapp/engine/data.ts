@@ -1,0 +1,52 @@
+// The corpus split and batches. The last val_fraction of the bytes is
+// validation; training batches at step s come from a PRNG seeded by (seed, s),
+// so a resumed run draws exactly the batches the original would have.
+
+import { FACTS } from "./model";
+import { Rng, deriveSeed } from "./rng";
+
+export interface Split {
+  train: Uint8Array;
+  val: Uint8Array;
+}
+
+export function splitCorpus(bytes: Uint8Array, blockSize: number): Split {
+  if (bytes.length === 0) throw new Error("the corpus is empty");
+  if (bytes.length > FACTS.data.max_upload_bytes) throw new Error(`the corpus is ${bytes.length} bytes, over the ${FACTS.data.max_upload_bytes}-byte limit`);
+  const nVal = Math.floor(bytes.length * FACTS.data.val_fraction);
+  const train = bytes.subarray(0, bytes.length - nVal);
+  const val = bytes.subarray(bytes.length - nVal);
+  const need = blockSize + 1;
+  if (train.length < need || val.length < need) {
+    const min = Math.ceil(need / FACTS.data.val_fraction) + 1;
+    throw new Error(`the corpus is ${bytes.length} bytes; a block size of ${blockSize} needs at least ${min} bytes so both the training and validation parts hold one block`);
+  }
+  return { train, val };
+}
+
+/** B windows of T+1 bytes at random starts: inputs x and next-byte targets y. */
+export function batch(data: Uint8Array, batchSize: number, blockSize: number, rng: Rng): { x: Int32Array; y: Int32Array } {
+  const x = new Int32Array(batchSize * blockSize);
+  const y = new Int32Array(batchSize * blockSize);
+  const starts = data.length - blockSize;
+  for (let b = 0; b < batchSize; b++) {
+    const s = rng.int(starts);
+    for (let t = 0; t < blockSize; t++) {
+      x[b * blockSize + t] = data[s + t];
+      y[b * blockSize + t] = data[s + t + 1];
+    }
+  }
+  return { x, y };
+}
+
+export const trainBatch = (split: Split, batchSize: number, blockSize: number, seed: number, step: number) =>
+  batch(split.train, batchSize, blockSize, new Rng(deriveSeed(seed, step)));
+
+// Validation batches use a stream no training step reaches (step indices are < 2^31).
+export const valBatch = (split: Split, batchSize: number, blockSize: number, seed: number, index: number) =>
+  batch(split.val, batchSize, blockSize, new Rng(deriveSeed(seed, 0x80000000 + index)));
+
+export async function sha256Hex(bytes: Uint8Array): Promise<string> {
+  const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}

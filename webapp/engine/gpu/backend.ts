@@ -1,0 +1,276 @@
+// The WebGPU Backend: parameters, gradients, Adam moments and activations stay
+// on the GPU; a training step is one command buffer (forward, loss, backward,
+// grad norm, clip, AdamW) whose loss is copied to a mappable buffer and read
+// asynchronously, so several steps can be in flight.
+
+import type { Backend, ModelConfig, ParamState, TrainConfig } from "../types";
+import { checkModelConfig } from "../model";
+import { type GpuContext, DeviceWatch, requestGpu } from "./device";
+import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
+import { Graph, type ParamBuffers } from "./graph";
+import { type Dispatch, Pipelines, Recorder, encode } from "./recorder";
+import { F32_KERNELS, type KernelTable } from "./kernels";
+
+/** Steps submitted but not yet read back; more would only queue CPU-side work. */
+const MAX_IN_FLIGHT = 3;
+const PARTIALS_MAX = 1024;
+
+export interface GpuBackendOptions {
+  gpu?: GPU;
+  adapter?: GPUAdapter | null;
+  /** Replacement kernels (faster variants that passed the numerics gate). */
+  kernels?: Partial<KernelTable>;
+}
+
+export async function createGpuBackend(model: ModelConfig, train: TrainConfig, opts: GpuBackendOptions = {}): Promise<GpuBackend> {
+  checkModelConfig(model);
+  const ctx = await requestGpu(opts.gpu, opts.adapter);
+  try {
+    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train);
+    await backend.ready;
+    return backend;
+  } catch (e) {
+    ctx.device.destroy();
+    throw e;
+  }
+}
+
+export class GpuBackend implements Backend {
+  readonly kind = "webgpu" as const;
+  readonly device: string;
+  /** Resolves if the device is lost (the worker offers to resume from a checkpoint). */
+  readonly lost: Promise<Error>;
+  private readonly gpu: GPUDevice;
+  private readonly watch: DeviceWatch;
+  private readonly layout: GpuLayout;
+  private readonly bufs: ParamBuffers;
+  private readonly trainGraph: Graph;
+  private readonly sampleGraph: Graph;
+  private readonly recorders: Recorder[] = [];
+  private stepPlan: Dispatch[] = [];
+  private lossPlan: Dispatch[] = [];
+  private logitsPlan: Dispatch[] = [];
+  /** Resolves once every pipeline the plans use is compiled and the plans are built. */
+  readonly ready: Promise<void>;
+  private readonly adam: Recorder;
+  private readonly adamSlots: [number, number];
+  private readonly adamSizes: Record<string, number>[];
+  private readonly extra: GPUBuffer[] = [];
+  private readonly staging: GPUBuffer[] = [];
+  private adamStep = 0;
+  private queue: Promise<unknown> = Promise.resolve();
+  private readonly inFlight = new Set<Promise<unknown>>();
+
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig) {
+    this.gpu = ctx.device;
+    this.device = ctx.description;
+    this.watch = new DeviceWatch(this.gpu);
+    this.lost = this.watch.lost;
+    this.layout = gpuLayout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
+    const paramBuf = (label: string) => this.buffer(label, this.layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+    this.bufs = { params: paramBuf("params"), grads: paramBuf("grads"), m: paramBuf("adam m"), v: paramBuf("adam v") };
+    this.trainGraph = new Graph(this.gpu, model, this.layout, this.bufs, train.batch_size, true);
+    this.sampleGraph = new Graph(this.gpu, model, this.layout, this.bufs, 1, false);
+
+    const n = this.layout.total;
+    const nPartials = Math.min(Math.ceil(n / 256), PARTIALS_MAX);
+    const partials = this.buffer("grad norm partials", nPartials * 4, GPUBufferUsage.STORAGE);
+    const norm = this.buffer("grad norm", 16, GPUBufferUsage.STORAGE);
+
+    const step = this.recorder(pipelines);
+    this.trainGraph.forward(step);
+    this.trainGraph.lossForward(step);
+    this.trainGraph.backward(step);
+    const clip = { n, n_partials: nPartials, offset: 0, grad_clip: train.grad_clip, lr: 0, beta1: 0, beta2: 0, eps: 0, weight_decay: 0, bc1: 1, bc2: 1 };
+    step.op("grad_norm_partial", clip, { 1: this.bufs.grads, 2: partials });
+    step.op("grad_norm_final", clip, { 3: partials, 4: norm });
+
+    // AdamW's params change every step (lr, bias corrections): a recorder of its own.
+    this.adam = this.recorder(pipelines);
+    const d = this.layout.decayEnd;
+    this.adamSizes = [
+      { n: d, offset: 0, weight_decay: train.weight_decay },
+      { n: n - d, offset: d, weight_decay: 0 },
+    ].map((s) => ({ ...clip, ...s, lr: train.lr, beta1: train.beta1, beta2: train.beta2, eps: train.eps }));
+    const adamBindings = { 1: this.bufs.grads, 5: norm, 6: this.bufs.params, 7: this.bufs.m, 8: this.bufs.v };
+    this.adamSlots = [this.adam.op("adamw", this.adamSizes[0], adamBindings), this.adam.op("adamw", this.adamSizes[1], adamBindings)];
+
+    const loss = this.recorder(pipelines);
+    this.trainGraph.forward(loss);
+    this.trainGraph.lossForward(loss);
+
+    const logits = this.recorder(pipelines);
+    this.sampleGraph.forward(logits);
+
+    this.ready = pipelines.compile(this.gpu, this.recorders.flatMap((r) => r.ops)).then(() => {
+      this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
+      this.lossPlan = loss.finish("loss");
+      this.logitsPlan = logits.finish("next logits");
+    });
+  }
+
+  private recorder(pipelines: Pipelines): Recorder {
+    const r = new Recorder(this.gpu, pipelines);
+    this.recorders.push(r);
+    return r;
+  }
+
+  private buffer(label: string, size: number, usage: number): GPUBuffer {
+    const b = this.gpu.createBuffer({ label, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
+    this.extra.push(b);
+    return b;
+  }
+
+  /** Runs GPU work strictly in call order; `fn` resolves once its commands are submitted. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.queue.then(fn);
+    this.queue = run.catch(() => undefined);
+    return run;
+  }
+
+  private async slot(): Promise<void> {
+    while (this.inFlight.size >= MAX_IN_FLIGHT) await Promise.race(this.inFlight);
+    this.watch.check();
+  }
+
+  private track<T>(p: Promise<T>): Promise<T> {
+    this.inFlight.add(p);
+    const done = () => this.inFlight.delete(p);
+    p.then(done, done);
+    return p;
+  }
+
+  /** Copies `size` bytes of `src` at `offset` to a mappable buffer at the end of `enc`, submits, and reads them. */
+  private submitAndRead(enc: GPUCommandEncoder, src: GPUBuffer, offset: number, size: number): Promise<Float32Array> {
+    let pooled = -1;
+    this.staging.forEach((b, i) => {
+      if (b.size >= size && (pooled < 0 || b.size < this.staging[pooled].size)) pooled = i;
+    });
+    const staging = pooled >= 0 ? this.staging.splice(pooled, 1)[0] : this.gpu.createBuffer({ label: "readback", size: Math.max(size, 16), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    enc.copyBufferToBuffer(src, offset, staging, 0, size);
+    this.gpu.queue.submit([enc.finish()]);
+    return this.track(
+      staging.mapAsync(GPUMapMode.READ, 0, size).then(
+        () => {
+          const out = new Float32Array(staging.getMappedRange(0, size).slice(0));
+          staging.unmap();
+          this.staging.push(staging);
+          return out;
+        },
+        (e) => {
+          this.watch.check();
+          throw e;
+        },
+      ),
+    );
+  }
+
+  private run(plan: Dispatch[]): GPUCommandEncoder {
+    const enc = this.gpu.createCommandEncoder();
+    const pass = enc.beginComputePass();
+    encode(pass, plan);
+    pass.end();
+    return enc;
+  }
+
+  private writeTokens(graph: Graph, x: Int32Array, y: Int32Array | null): void {
+    const n = graph.B * this.model.block_size;
+    if (x.length !== n || (y && y.length !== n)) throw new Error(`expected ${n} tokens (batch ${graph.B} x block ${this.model.block_size}), got ${x.length}`);
+    this.gpu.queue.writeBuffer(graph.tokens, 0, x as Int32Array<ArrayBuffer>);
+    if (y) this.gpu.queue.writeBuffer(graph.targets, 0, y as Int32Array<ArrayBuffer>);
+  }
+
+  trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number> {
+    return this.serial(async () => {
+      await this.slot();
+      this.writeTokens(this.trainGraph, x, y);
+      const t = ++this.adamStep;
+      const { beta1, beta2 } = this.train;
+      this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
+      const read = this.submitAndRead(this.run(this.stepPlan), this.trainGraph.loss, 0, 4);
+      return { read };
+    }).then(async ({ read }) => (await read)[0]);
+  }
+
+  loss(x: Int32Array, y: Int32Array): Promise<number> {
+    return this.serial(async () => {
+      await this.slot();
+      this.writeTokens(this.trainGraph, x, y);
+      return { read: this.submitAndRead(this.run(this.lossPlan), this.trainGraph.loss, 0, 4) };
+    }).then(async ({ read }) => (await read)[0]);
+  }
+
+  nextLogits(tokens: Int32Array): Promise<Float32Array> {
+    const T = this.model.block_size;
+    if (tokens.length < 1 || tokens.length > T) throw new Error(`nextLogits takes 1 to ${T} tokens, got ${tokens.length}`);
+    return this.serial(async () => {
+      await this.slot();
+      // Causal attention: positions after the last real token cannot change its logits.
+      const padded = new Int32Array(T);
+      padded.set(tokens);
+      this.writeTokens(this.sampleGraph, padded, null);
+      const V = this.model.vocab_size;
+      return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
+    }).then(({ read }) => read);
+  }
+
+  /**
+   * One training step run a dispatch at a time, each timed from submit to
+   * completion: where a step's time goes, per op (it trains, like trainStep).
+   */
+  profileStep(x: Int32Array, y: Int32Array, lr: number): Promise<{ op: string; workgroups: number; ms: number }[]> {
+    return this.serial(async () => {
+      await Promise.all(this.inFlight);
+      this.writeTokens(this.trainGraph, x, y);
+      const t = ++this.adamStep;
+      const { beta1, beta2 } = this.train;
+      this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
+      await this.gpu.queue.onSubmittedWorkDone();
+      const out = [];
+      for (const d of this.stepPlan) {
+        const start = performance.now();
+        this.gpu.queue.submit([this.run([d]).finish()]);
+        await this.gpu.queue.onSubmittedWorkDone();
+        out.push({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms: performance.now() - start });
+      }
+      this.watch.check();
+      return out;
+    });
+  }
+
+  setState(state: ParamState): Promise<void> {
+    const n = this.layout.canonicalTotal;
+    for (const [name, a] of [["params", state.params], ["m", state.m], ["v", state.v]] as const) {
+      if (a && a.length !== n) throw new Error(`setState: ${name} has ${a.length} floats, the model has ${n}`);
+    }
+    return this.serial(async () => {
+      await Promise.all(this.inFlight);
+      const zeros = new Float32Array(n);
+      this.gpu.queue.writeBuffer(this.bufs.params, 0, toGpuOrder(this.layout, state.params));
+      this.gpu.queue.writeBuffer(this.bufs.m, 0, toGpuOrder(this.layout, state.m ?? zeros));
+      this.gpu.queue.writeBuffer(this.bufs.v, 0, toGpuOrder(this.layout, state.v ?? zeros));
+      this.adamStep = state.step;
+      this.watch.check();
+    });
+  }
+
+  getState(): Promise<ParamState> {
+    return this.serial(async () => {
+      const size = this.layout.total * 4;
+      const reads = [this.bufs.params, this.bufs.m, this.bufs.v].map((b) => this.submitAndRead(this.gpu.createCommandEncoder(), b, 0, size));
+      const step = this.adamStep;
+      return { reads, step };
+    }).then(async ({ reads, step }) => {
+      const [params, m, v] = (await Promise.all(reads)).map((a) => fromGpuOrder(this.layout, a));
+      return { params, m, v, step };
+    });
+  }
+
+  dispose(): void {
+    for (const r of this.recorders) r.destroy();
+    this.trainGraph.destroy();
+    this.sampleGraph.destroy();
+    for (const b of [...this.extra, ...this.staging]) b.destroy();
+    this.gpu.destroy();
+  }
+}

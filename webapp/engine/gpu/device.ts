@@ -1,0 +1,74 @@
+// Getting a GPUDevice with the adapter's full limits, and turning device loss
+// and uncaptured errors into errors the worker can act on.
+
+// Limits a training step can use more of than the WebGPU defaults.
+const RAISED_LIMITS = [
+  "maxBufferSize",
+  "maxStorageBufferBindingSize",
+  "maxStorageBuffersPerShaderStage",
+  "maxComputeWorkgroupStorageSize",
+  "maxComputeInvocationsPerWorkgroup",
+  "maxComputeWorkgroupSizeX",
+  "maxComputeWorkgroupSizeY",
+  "maxComputeWorkgroupSizeZ",
+  "maxComputeWorkgroupsPerDimension",
+] as const;
+
+// Optional features the kernel variants of later levers may use; requested when offered.
+const WANTED_FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
+
+/** The GPU is gone (driver reset, tab backgrounded too long, ...): resume from a checkpoint. */
+export class DeviceLostError extends Error {
+  constructor(readonly reason: string) {
+    super(`the GPU device was lost (${reason})`);
+    this.name = "DeviceLostError";
+  }
+}
+
+export interface GpuContext {
+  device: GPUDevice;
+  /** e.g. "nvidia · hopper · NVIDIA H200". */
+  description: string;
+}
+
+export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | null): Promise<GpuContext> {
+  if (!adapter) {
+    if (!gpu) throw new Error("WebGPU is not available here (no navigator.gpu)");
+    adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+    if (!adapter) throw new Error("WebGPU offered no adapter");
+  }
+  const requiredLimits: Record<string, number> = {};
+  const offered = adapter.limits as unknown as Record<string, number>;
+  for (const name of RAISED_LIMITS) if (typeof offered[name] === "number") requiredLimits[name] = offered[name];
+  const requiredFeatures = WANTED_FEATURES.filter((f) => adapter!.features.has(f)) as GPUFeatureName[];
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
+  const info = adapter.info;
+  const description = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" · ") || "WebGPU adapter";
+  return { device, description };
+}
+
+/**
+ * Watches a device: `check()` throws once the device is lost or an uncaptured
+ * (validation, out-of-memory) error has happened, so a broken step is never
+ * reported as a loss.
+ */
+export class DeviceWatch {
+  private failure: Error | null = null;
+  readonly lost: Promise<DeviceLostError>;
+
+  constructor(device: GPUDevice) {
+    this.lost = device.lost.then((info) => {
+      const err = new DeviceLostError(info.message || info.reason || "unknown reason");
+      this.failure ??= err;
+      return err;
+    });
+    device.addEventListener("uncapturederror", (ev) => {
+      const e = (ev as GPUUncapturedErrorEvent).error;
+      this.failure ??= new Error(`WebGPU error: ${e.message}`);
+    });
+  }
+
+  check(): void {
+    if (this.failure) throw this.failure;
+  }
+}

@@ -1,0 +1,222 @@
+// The model as a fixed sequence of kernel dispatches (llm.c style: one
+// forward and one backward function per layer kind, flat buffers). The
+// activations for a batch of B sequences of T tokens are allocated once and
+// reused every step; backward overwrites every gradient it owns, so gradients
+// need no clearing between steps.
+
+import type { ModelConfig } from "../types";
+import { FACTS } from "../model";
+import { ACCUMULATE, BIAS, type Orientation, matmulOp } from "./kernels";
+import type { Binding, Recorder } from "./recorder";
+import type { GpuLayout } from "./layout";
+
+const EPS = FACTS.model.layernorm_eps;
+const COLSUM_SPLIT = 64;
+
+export interface ParamBuffers {
+  params: GPUBuffer;
+  grads: GPUBuffer;
+  m: GPUBuffer;
+  v: GPUBuffer;
+}
+
+interface LayerActs {
+  resIn: GPUBuffer; // the residual stream entering the block
+  ln1: GPUBuffer; ln1Mean: GPUBuffer; ln1Rstd: GPUBuffer;
+  q: GPUBuffer; k: GPUBuffer; v: GPUBuffer;
+  att: GPUBuffer; lse: GPUBuffer;
+  resMid: GPUBuffer; // after attention
+  ln2: GPUBuffer; ln2Mean: GPUBuffer; ln2Rstd: GPUBuffer;
+  fc: GPUBuffer; gelu: GPUBuffer;
+}
+
+function mm(r: Recorder, o: Orientation, sizes: { M: number; N: number; K: number; flags: number }, bindings: Record<number, Binding>): void {
+  r.op(matmulOp(o, sizes.M, sizes.N, sizes.K), sizes, bindings);
+}
+
+/** Activations (and, for training, gradient scratch) of one batch shape. */
+export class Graph {
+  readonly tokens: GPUBuffer;
+  readonly targets: GPUBuffer;
+  readonly logits: GPUBuffer;
+  readonly loss: GPUBuffer;
+  private readonly layers: LayerActs[] = [];
+  private readonly resOut: GPUBuffer;
+  private readonly lnf: GPUBuffer;
+  private readonly lnfMean: GPUBuffer;
+  private readonly lnfRstd: GPUBuffer;
+  private readonly scratch: GPUBuffer; // projection outputs before the residual add
+  private readonly losses: GPUBuffer;
+  private readonly lse: GPUBuffer;
+  private readonly owned: GPUBuffer[] = [];
+  private grad: Record<string, GPUBuffer> | null = null;
+
+  constructor(
+    private readonly device: GPUDevice,
+    private readonly model: ModelConfig,
+    private readonly layout: GpuLayout,
+    private readonly p: ParamBuffers,
+    readonly B: number,
+    training: boolean,
+  ) {
+    const { n_layer: L, n_embd: C, n_head: H, block_size: T, vocab_size: V } = model;
+    const BT = B * T;
+    if (BT > 65535) throw new Error(`batch ${B} x block ${T} = ${BT} rows exceeds the 65535 rows one dispatch can cover`);
+    const buf = (label: string, floats: number) => this.alloc(label, floats);
+    this.tokens = buf("tokens", BT);
+    this.targets = buf("targets", BT);
+    for (let l = 0; l < L; l++) {
+      this.layers.push({
+        resIn: buf(`res${l}`, BT * C),
+        ln1: buf(`ln1.${l}`, BT * C), ln1Mean: buf(`ln1mean.${l}`, BT), ln1Rstd: buf(`ln1rstd.${l}`, BT),
+        q: buf(`q.${l}`, BT * C), k: buf(`k.${l}`, BT * C), v: buf(`v.${l}`, BT * C),
+        att: buf(`att.${l}`, BT * C), lse: buf(`attlse.${l}`, B * H * T),
+        resMid: buf(`resmid.${l}`, BT * C),
+        ln2: buf(`ln2.${l}`, BT * C), ln2Mean: buf(`ln2mean.${l}`, BT), ln2Rstd: buf(`ln2rstd.${l}`, BT),
+        fc: buf(`fc.${l}`, BT * 4 * C), gelu: buf(`gelu.${l}`, BT * 4 * C),
+      });
+    }
+    this.resOut = buf("res_out", BT * C);
+    this.lnf = buf("lnf", BT * C);
+    this.lnfMean = buf("lnfmean", BT);
+    this.lnfRstd = buf("lnfrstd", BT);
+    this.scratch = buf("proj", BT * C);
+    this.logits = buf("logits", BT * V);
+    this.losses = buf("losses", BT);
+    this.lse = buf("lse", BT);
+    this.loss = buf("loss", 4);
+    if (training) {
+      this.grad = {
+        res: buf("dres", BT * C), ln: buf("dln", BT * C), att: buf("datt", BT * C),
+        q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
+        gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
+        colsum: buf("colsum partials", COLSUM_SPLIT * 4 * C),
+      };
+    }
+  }
+
+  private alloc(label: string, floats: number): GPUBuffer {
+    const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil((floats * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    this.owned.push(b);
+    return b;
+  }
+
+  private w(name: string): GPUBufferBinding {
+    const t = this.layout.byName.get(name)!;
+    return { buffer: this.p.params, offset: t.gpuOffset * 4, size: t.size * 4 };
+  }
+
+  private g(name: string): GPUBufferBinding {
+    const t = this.layout.byName.get(name)!;
+    return { buffer: this.p.grads, offset: t.gpuOffset * 4, size: t.size * 4 };
+  }
+
+  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, M: number, K: number, N: number): void {
+    mm(r, "nn", { M, N, K, flags: BIAS }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out });
+  }
+
+  /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
+  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, M: number, K: number, N: number, accumulate = false): void {
+    mm(r, "tn", { M: K, N, K: M, flags: 0 }, { 1: x, 2: dy, 3: x, 4: this.g(`${prefix}.weight`) });
+    this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
+    if (dx) mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, { 1: dy, 2: this.w(`${prefix}.weight`), 3: dy, 4: dx });
+  }
+
+  /**
+   * Bias gradient: column sums of dy [rows, N]. One colsum dispatch has only
+   * N/64 workgroups, too few to fill a GPU, so with many rows the sum runs in
+   * two: dy read as [rows/R, R·N] gives R partial sums per column, then those.
+   */
+  private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
+    const R = COLSUM_SPLIT;
+    if (rows < 16 * R || rows % R !== 0) {
+      r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
+      return;
+    }
+    r.op("matmul_colsum", { M: rows / R, N: R * N, K: 0, flags: 0 }, { 1: dy, 4: this.grad!.colsum });
+    r.op("matmul_colsum", { M: R, N, K: 0, flags: 0 }, { 1: this.grad!.colsum, 4: out });
+  }
+
+  private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer): void {
+    const rows = this.B * this.model.block_size;
+    r.op("layernorm_forward", { rows, C: this.model.n_embd, eps: EPS, flags: 0 }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out, 5: mean, 6: rstd });
+  }
+
+  private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
+    const sizes = { rows: this.B * this.model.block_size, C: this.model.n_embd, eps: EPS, flags: accumulate ? ACCUMULATE : 0 };
+    r.op("layernorm_backward_params", sizes, { 1: x, 5: mean, 6: rstd, 7: dout, 9: this.g(`${prefix}.weight`), 10: this.g(`${prefix}.bias`) });
+    r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
+  }
+
+  /** Tokens -> logits for every position. */
+  forward(r: Recorder): void {
+    const { n_layer: L, n_embd: C, n_head, block_size: T, vocab_size: V } = this.model;
+    const B = this.B;
+    const BT = B * T;
+    const first = this.layers[0]?.resIn ?? this.resOut;
+    r.op("embedding_forward", { B, T, C, V, flags: 0 }, { 1: this.tokens, 2: this.w("token_embedding.weight"), 3: this.w("position_embedding.weight"), 4: first });
+    for (let l = 0; l < L; l++) {
+      const a = this.layers[l];
+      const pre = `blocks.${l}`;
+      const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
+      this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd);
+      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, BT, C, C);
+      this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, BT, C, C);
+      this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, BT, C, C);
+      r.op("attention_forward", { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
+      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, BT, C, C);
+      r.op("residual_add", { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
+      this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, BT, C, 4 * C);
+      r.op("gelu_forward", { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
+      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, BT, 4 * C, C);
+      r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
+    }
+    this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
+    mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, { 1: this.lnf, 2: this.w("token_embedding.weight"), 3: this.lnf, 4: this.logits });
+  }
+
+  /** Per-position cross-entropy and its mean into `loss`. */
+  lossForward(r: Recorder): void {
+    const rows = this.B * this.model.block_size;
+    const V = this.model.vocab_size;
+    r.op("crossentropy_forward", { rows, V }, { 1: this.logits, 2: this.targets, 3: this.losses, 4: this.lse });
+    r.op("crossentropy_mean", { rows, V }, { 7: this.losses, 8: this.loss });
+  }
+
+  /** Gradients of the mean loss for every parameter, into the grads buffer. */
+  backward(r: Recorder): void {
+    const d = this.grad!;
+    const { n_layer: L, n_embd: C, n_head, block_size: T, vocab_size: V } = this.model;
+    const B = this.B;
+    const BT = B * T;
+    r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
+    // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
+    mm(r, "tn", { M: V, N: C, K: BT, flags: 0 }, { 1: d.logits, 2: this.lnf, 3: this.lnf, 4: this.g("token_embedding.weight") });
+    mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, { 1: d.logits, 2: this.w("token_embedding.weight"), 3: d.logits, 4: d.ln });
+    this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
+    for (let l = L - 1; l >= 0; l--) {
+      const a = this.layers[l];
+      const pre = `blocks.${l}`;
+      this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.gelu, BT, 4 * C, C);
+      r.op("gelu_backward", { n: BT * 4 * C }, { 1: a.fc, 3: d.gelu, 4: d.fc });
+      this.linearBackward(r, a.ln2, d.fc, `${pre}.mlp.fc_in`, d.ln, BT, C, 4 * C);
+      this.layernormBackward(r, a.resMid, `${pre}.ln2`, a.ln2Mean, a.ln2Rstd, d.ln, d.res, true);
+      this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, BT, C, C);
+      const sizes = { B, T, C, n_head };
+      r.op("attention_backward_delta", sizes, { 6: d.att, 11: a.att, 7: d.delta });
+      r.op("attention_backward_dq", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
+      r.op("attention_backward_dkdv", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
+      this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, BT, C, C);
+      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, BT, C, C, true);
+      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, BT, C, C, true);
+      this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
+    }
+    r.op("embedding_backward_wte", { B, T, C, V, flags: ACCUMULATE }, { 1: this.tokens, 5: d.res, 6: this.g("token_embedding.weight") });
+    r.op("embedding_backward_wpe", { B, T, C, V, flags: 0 }, { 5: d.res, 7: this.g("position_embedding.weight") });
+  }
+
+  destroy(): void {
+    for (const b of this.owned) b.destroy();
+  }
+}

@@ -1,0 +1,126 @@
+// Records a fixed sequence of kernel dispatches once (pipelines, params,
+// bind groups) so that a training step only encodes and submits them. Params
+// live in one uniform buffer; slots that change per step (AdamW's lr and bias
+// corrections) are rewritten with queue.writeBuffer before each submit.
+
+import { type KernelTable, OP_PARAMS, type Op, type Sizes, type Workgroups } from "./kernels";
+
+export type Binding = GPUBuffer | GPUBufferBinding;
+
+export interface Dispatch {
+  pipeline: GPUComputePipeline;
+  bindGroup: GPUBindGroup;
+  workgroups: Workgroups;
+}
+
+interface Pending {
+  op: Op;
+  slot: number;
+  bindings: Record<number, Binding>;
+  workgroups: Workgroups;
+}
+
+export function packParams(op: Op, sizes: Sizes): ArrayBuffer {
+  const fields = OP_PARAMS[op];
+  const buf = new ArrayBuffer(Math.ceil((fields.length * 4) / 16) * 16);
+  const view = new DataView(buf);
+  fields.forEach((f, i) => {
+    const [name, type] = f.split(":");
+    const value = sizes[name];
+    if (value === undefined) throw new Error(`${op}: missing param ${name}`);
+    if (type === "f32") view.setFloat32(4 * i, value, true);
+    else view.setUint32(4 * i, value, true);
+  });
+  return buf;
+}
+
+/** Compiled pipelines of the ops a backend uses, built from a kernel table. */
+export class Pipelines {
+  private readonly byOp = new Map<Op, GPUComputePipeline>();
+
+  constructor(readonly kernels: KernelTable) {}
+
+  async compile(device: GPUDevice, ops: Iterable<Op>): Promise<void> {
+    const modules = new Map<string, Promise<GPUShaderModule>>();
+    const moduleFor = (op: Op) => {
+      const source = this.kernels[op].source;
+      let module = modules.get(source);
+      if (!module) {
+        const m = device.createShaderModule({ code: source, label: op });
+        module = m.getCompilationInfo().then((info) => {
+          const errors = info.messages.filter((msg) => msg.type === "error");
+          if (errors.length) throw new Error(`WGSL for ${op} does not compile: ${errors.map((e) => `${e.lineNum}:${e.linePos} ${e.message}`).join("; ")}`);
+          return m;
+        });
+        modules.set(source, module);
+      }
+      return module;
+    };
+    const todo = [...new Set(ops)].filter((op) => !this.byOp.has(op));
+    await Promise.all(
+      todo.map(async (op) => {
+        const module = await moduleFor(op);
+        this.byOp.set(op, await device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint: this.kernels[op].entry } }));
+      }),
+    );
+  }
+
+  get(op: Op): GPUComputePipeline {
+    const p = this.byOp.get(op);
+    if (!p) throw new Error(`pipeline ${op} was not compiled`);
+    return p;
+  }
+}
+
+export class Recorder {
+  private readonly pending: Pending[] = [];
+  private readonly blobs: ArrayBuffer[] = [];
+  private readonly slotBytes: number;
+  private uniforms: GPUBuffer | null = null;
+
+  constructor(private readonly device: GPUDevice, private readonly pipelines: Pipelines) {
+    this.slotBytes = Math.max(64, device.limits.minUniformBufferOffsetAlignment);
+  }
+
+  /** Adds one dispatch; returns its params slot (for `rewrite`). */
+  op(op: Op, sizes: Sizes, bindings: Record<number, Binding>): number {
+    const slot = this.blobs.length;
+    this.blobs.push(packParams(op, sizes));
+    this.pending.push({ op, slot, bindings, workgroups: this.pipelines.kernels[op].workgroups(sizes) });
+    return slot;
+  }
+
+  get ops(): Op[] {
+    return this.pending.map((d) => d.op);
+  }
+
+  /** Turns the recorded ops into dispatches; call once, after every `op`, with their pipelines compiled. */
+  finish(label: string): Dispatch[] {
+    const uniforms = this.device.createBuffer({ label: `${label} params`, size: Math.max(1, this.blobs.length) * this.slotBytes, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+    this.blobs.forEach((b, i) => this.device.queue.writeBuffer(uniforms, i * this.slotBytes, b));
+    this.uniforms = uniforms;
+    return this.pending.map((d) => {
+      const pipeline = this.pipelines.get(d.op);
+      const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: uniforms, offset: d.slot * this.slotBytes, size: this.blobs[d.slot].byteLength } }];
+      for (const [binding, b] of Object.entries(d.bindings)) entries.push({ binding: Number(binding), resource: "buffer" in b ? b : { buffer: b } });
+      const bindGroup = this.device.createBindGroup({ label: `${label} ${d.op}`, layout: pipeline.getBindGroupLayout(0), entries });
+      return { pipeline, bindGroup, workgroups: d.workgroups };
+    });
+  }
+
+  rewrite(slot: number, op: Op, sizes: Sizes): void {
+    this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, sizes));
+  }
+
+  destroy(): void {
+    this.uniforms?.destroy();
+  }
+}
+
+export function encode(pass: GPUComputePassEncoder, dispatches: Dispatch[]): void {
+  for (const d of dispatches) {
+    pass.setPipeline(d.pipeline);
+    pass.setBindGroup(0, d.bindGroup);
+    pass.dispatchWorkgroups(...d.workgroups);
+  }
+}

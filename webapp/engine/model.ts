@@ -1,0 +1,128 @@
+// The model's parameter layout, read from tinygpt/facts.json (the one table of
+// tensors), plus the helpers the UI shows: parameter count and memory estimate.
+
+import facts from "../../tinygpt/facts.json";
+import type { ModelConfig, TrainConfig } from "./types";
+import { Rng } from "./rng";
+
+export type InitRule = "normal" | "residual" | "ones" | "zeros";
+
+export interface TensorInfo {
+  name: string;
+  shape: number[];
+  /** Offset in floats into the flat parameter array. */
+  offset: number;
+  size: number;
+  init: InitRule;
+  /** AdamW decays 2-D tensors only. */
+  decay: boolean;
+}
+
+export interface Preset {
+  id: string;
+  label: string;
+  model: ModelConfig;
+  train: TrainConfig;
+}
+
+export const FACTS = facts;
+
+function dim(symbol: string, m: ModelConfig): number {
+  switch (symbol) {
+    case "V": return m.vocab_size;
+    case "T": return m.block_size;
+    case "C": return m.n_embd;
+    case "F": return 4 * m.n_embd;
+    default: throw new Error(`facts.tensors uses unknown dimension symbol ${symbol}`);
+  }
+}
+
+/** Throws with a message naming the field when a config cannot describe a model. */
+export function checkModelConfig(m: ModelConfig): void {
+  for (const key of ["vocab_size", "n_layer", "n_embd", "n_head", "block_size"] as const) {
+    const v = m[key];
+    if (!Number.isInteger(v) || v <= 0 || v > 1 << 20) throw new Error(`model config: ${key} must be a positive integer, got ${JSON.stringify(v)}`);
+  }
+  if (m.vocab_size !== facts.vocab_size) throw new Error(`model config: vocab_size must be ${facts.vocab_size} (byte tokens), got ${m.vocab_size}`);
+  if (m.n_embd % m.n_head !== 0) throw new Error(`model config: n_embd ${m.n_embd} is not divisible by n_head ${m.n_head}`);
+}
+
+export function tensorLayout(m: ModelConfig): TensorInfo[] {
+  const out: TensorInfo[] = [];
+  let offset = 0;
+  const add = (name: string, shapeSyms: string[], init: string) => {
+    const shape = shapeSyms.map((s) => dim(s, m));
+    const size = shape.reduce((a, b) => a * b, 1);
+    out.push({ name, shape, offset, size, init: init as InitRule, decay: shape.length === 2 });
+    offset += size;
+  };
+  for (const t of facts.tensors.head) add(t.name, t.shape, t.init);
+  for (let i = 0; i < m.n_layer; i++) {
+    for (const t of facts.tensors.block) add(t.name.replace("{i}", String(i)), t.shape, t.init);
+  }
+  return out;
+}
+
+export function paramCount(m: ModelConfig): number {
+  return tensorLayout(m).reduce((a, t) => a + t.size, 0);
+}
+
+/**
+ * Bytes the GPU backend keeps resident: parameters, gradients and two Adam
+ * moments; per layer the activations backward needs (residual in and mid,
+ * two LayerNorm outputs, q, k, v, attention output: 8 x BTC; MLP hidden before
+ * and after GELU: 2 x 4 BTC; LayerNorm statistics; the attention's
+ * log-sum-exp); the head's logits and its gradient; backward scratch.
+ */
+export function memoryEstimate(m: ModelConfig, batchSize: number): number {
+  const BT = batchSize * m.block_size;
+  const C = m.n_embd;
+  const BHT = batchSize * m.n_head * m.block_size;
+  const perLayer = 16 * BT * C + 4 * BT + BHT;
+  const head = 3 * BT * C + 2 * BT * m.vocab_size + 6 * BT;
+  const scratch = 14 * BT * C + BHT;
+  const floats = 4 * paramCount(m) + m.n_layer * perLayer + head + scratch;
+  return 4 * floats;
+}
+
+/** Parameters initialised by the rules in facts.tensors (N(0, std), residual scaled by 1/sqrt(2 L)). */
+export function initParams(m: ModelConfig, seed: number): Float32Array {
+  const layout = tensorLayout(m);
+  const params = new Float32Array(layout.reduce((a, t) => a + t.size, 0));
+  const rng = new Rng(seed);
+  const std = facts.model.init_std;
+  for (const t of layout) {
+    const view = params.subarray(t.offset, t.offset + t.size);
+    if (t.init === "ones") view.fill(1);
+    else if (t.init === "normal" || t.init === "residual") {
+      const s = t.init === "residual" ? std / Math.sqrt(2 * m.n_layer) : std;
+      for (let i = 0; i < view.length; i++) view[i] = rng.normal() * s;
+    }
+  }
+  return params;
+}
+
+export function defaultTrainConfig(batchSize: number, lr: number, seed = 1337): TrainConfig {
+  const o = facts.optimizer;
+  return { batch_size: batchSize, lr, beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay, grad_clip: o.grad_clip, warmup_steps: o.warmup_steps, seed };
+}
+
+export function presets(): Preset[] {
+  return facts.presets.map((p) => ({
+    id: p.id,
+    label: p.label,
+    model: { vocab_size: facts.vocab_size, n_layer: p.n_layer, n_embd: p.n_embd, n_head: p.n_head, block_size: p.block_size },
+    train: defaultTrainConfig(p.batch_size, p.lr),
+  }));
+}
+
+export function preset(id: string): Preset {
+  const p = presets().find((x) => x.id === id);
+  if (!p) throw new Error(`unknown preset ${JSON.stringify(id)}; known: ${presets().map((x) => x.id).join(", ")}`);
+  return p;
+}
+
+/** Learning rate at a 0-based step: linear warmup over warmup_steps, then constant. */
+export function learningRate(c: TrainConfig, step: number): number {
+  return c.warmup_steps > 0 && step < c.warmup_steps ? (c.lr * (step + 1)) / c.warmup_steps : c.lr;
+}

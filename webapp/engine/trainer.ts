@@ -1,0 +1,134 @@
+// The Trainer: data, schedule, evaluation, sampling and checkpoints around a
+// Backend. Steps may be issued before earlier ones resolve (the GPU pipelines
+// them); the step counter and the batch are fixed when a step is issued.
+
+import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, SampleOptions, TrainConfig, Trainer } from "./types";
+import { checkModelConfig, initParams, learningRate } from "./model";
+import { type Checkpoint, writeCheckpoint } from "./checkpoint";
+import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
+import { pickToken } from "./sample";
+import { Rng } from "./rng";
+
+export interface TrainerInit {
+  step?: number;
+  history?: HistoryPoint[];
+  dataset?: DatasetInfo | null;
+  /** Written into the file's provenance, e.g. "tinygpt-web" or "tinygpt-node". */
+  producer?: string;
+}
+
+export class GPTTrainer implements Trainer {
+  private issued: number;
+  private done: number;
+  private split: Split | null = null;
+  private readonly points: HistoryPoint[];
+  private data: DatasetInfo | null;
+  private readonly producer: string;
+
+  constructor(readonly backend: Backend, readonly model: ModelConfig, readonly config: TrainConfig, init: TrainerInit = {}) {
+    this.issued = this.done = init.step ?? 0;
+    this.points = init.history ? [...init.history] : [];
+    this.data = init.dataset ?? null;
+    this.producer = init.producer ?? "tinygpt-web";
+  }
+
+  /** Steps completed (resolved); issued steps may run ahead of it. */
+  get step(): number {
+    return this.done;
+  }
+
+  get history(): readonly HistoryPoint[] {
+    return this.points;
+  }
+
+  get dataset(): DatasetInfo | null {
+    return this.data;
+  }
+
+  async setCorpus(name: string, bytes: Uint8Array): Promise<void> {
+    this.split = splitCorpus(bytes, this.model.block_size);
+    this.data = { name, bytes: bytes.length, sha256: await sha256Hex(bytes) };
+  }
+
+  private corpus(): Split {
+    if (!this.split) throw new Error("no corpus: call setCorpus first");
+    return this.split;
+  }
+
+  trainStep(): Promise<number> {
+    const s = this.issued++;
+    const { x, y } = trainBatch(this.corpus(), this.config.batch_size, this.model.block_size, this.config.seed, s);
+    return this.backend.trainStep(x, y, learningRate(this.config, s)).then((loss) => {
+      this.done = Math.max(this.done, s + 1);
+      this.points.push({ step: s + 1, train: loss });
+      return loss;
+    });
+  }
+
+  /** Also records the loss as `val` on the history point of the current step, when there is one. */
+  async evaluate(batches: number): Promise<number> {
+    const split = this.corpus();
+    let sum = 0;
+    for (let i = 0; i < batches; i++) {
+      const { x, y } = valBatch(split, this.config.batch_size, this.model.block_size, this.config.seed, i);
+      sum += await this.backend.loss(x, y);
+    }
+    const val = sum / Math.max(1, batches);
+    const last = this.points[this.points.length - 1];
+    if (last && last.step === this.done) last.val = val;
+    return val;
+  }
+
+  async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean): Promise<Uint8Array> {
+    const T = this.model.block_size;
+    const rng = new Rng(opts.seed ?? (Date.now() >>> 0));
+    // An empty prompt starts from a newline, the natural start of a text.
+    const context = prompt.length ? Array.from(prompt) : [10];
+    const out: number[] = [];
+    for (let i = 0; i < opts.maxTokens; i++) {
+      if (shouldStop?.()) break;
+      const logits = await this.backend.nextLogits(Int32Array.from(context.slice(-T)));
+      const token = pickToken(logits, opts.temperature, opts.topK, rng);
+      context.push(token);
+      out.push(token);
+      onToken(token);
+    }
+    return Uint8Array.from(out);
+  }
+
+  async checkpoint(includeOptimizer: boolean): Promise<Checkpoint> {
+    const state = await this.backend.getState();
+    return {
+      model: this.model,
+      params: state.params,
+      m: includeOptimizer ? state.m : undefined,
+      v: includeOptimizer ? state.v : undefined,
+      step: this.done,
+      train: this.config,
+      history: [...this.points],
+      dataset: this.data,
+      provenance: { backend: this.backend.kind, device: this.backend.device },
+    };
+  }
+
+  async save(includeOptimizer: boolean): Promise<Uint8Array> {
+    return writeCheckpoint(await this.checkpoint(includeOptimizer), { producer: this.producer });
+  }
+
+  dispose(): void {
+    this.backend.dispose();
+  }
+}
+
+/** A fresh model: parameters initialised from config.seed, zero Adam state. */
+export async function startTrainer(backend: Backend, model: ModelConfig, config: TrainConfig, init: TrainerInit = {}): Promise<GPTTrainer> {
+  checkModelConfig(model);
+  await backend.setState({ params: initParams(model, config.seed), step: 0 });
+  return new GPTTrainer(backend, model, config, init);
+}
+
+/** Continue from a checkpoint (its Adam state when saved, else fresh moments). */
+export async function resumeTrainer(backend: Backend, ck: Checkpoint, config: TrainConfig, init: TrainerInit = {}): Promise<GPTTrainer> {
+  await backend.setState({ params: ck.params, m: ck.m, v: ck.v, step: ck.m ? ck.step : 0 });
+  return new GPTTrainer(backend, ck.model, config, { step: ck.step, history: ck.history, dataset: ck.dataset, ...init });
+}

@@ -1,0 +1,59 @@
+// Making backends, with one spare kept warm: the backend the time-per-step
+// measurement built is reused when a run starts with the same shape, batch and
+// optimizer, since building one (compiling every GPU pipeline) can take longer
+// than many training steps.
+import { createBackend } from "../engine/index";
+import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/types";
+import { requestAdapter } from "./caps";
+import type { BackendChoice } from "./protocol";
+
+/** The backend kind to try first, and whether falling back to the CPU is allowed. */
+async function resolveKind(choice: BackendChoice): Promise<{ kind: BackendKind; fallback: boolean }> {
+  if (choice !== "auto") return { kind: choice, fallback: false };
+  const { adapter } = await requestAdapter();
+  return { kind: adapter ? "webgpu" : "wasm", fallback: true };
+}
+
+function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
+  const { batch_size, beta1, beta2, eps, weight_decay, grad_clip } = train;
+  return JSON.stringify([kind, model, batch_size, beta1, beta2, eps, weight_decay, grad_clip]);
+}
+
+export class Backends {
+  private spare: { key: string; backend: Backend } | null = null;
+
+  constructor(private warn: (text: string) => void) {}
+
+  /** A backend of the chosen kind; "auto" falls back to the CPU when WebGPU fails, saying why. */
+  async get(choice: BackendChoice, model: ModelConfig, train: TrainConfig, quiet = false): Promise<Backend> {
+    const { kind, fallback } = await resolveKind(choice);
+    const spare = this.take(key(kind, model, train));
+    if (spare) return spare;
+    this.clear(); // free its memory before building another
+    try {
+      return await createBackend(kind, model, train);
+    } catch (e) {
+      if (kind !== "webgpu" || !fallback) throw e;
+      if (!quiet) this.warn(`WebGPU could not start (${(e as Error).message}); using the CPU instead.`);
+      return this.take(key("wasm", model, train)) ?? createBackend("wasm", model, train);
+    }
+  }
+
+  /** Keeps a backend nobody uses any more for a later get() of the same configuration. */
+  keep(backend: Backend, model: ModelConfig, train: TrainConfig): void {
+    this.clear();
+    this.spare = { key: key(backend.kind, model, train), backend };
+  }
+
+  clear(): void {
+    this.spare?.backend.dispose();
+    this.spare = null;
+  }
+
+  private take(k: string): Backend | null {
+    if (this.spare?.key !== k) return null;
+    const b = this.spare.backend;
+    this.spare = null;
+    return b;
+  }
+}

@@ -1,0 +1,114 @@
+// The messages between the page (webapp/app) and the training worker. One
+// file so both sides agree; every message is a plain structured-clonable object.
+import type { HistoryPoint, ModelConfig, TrainConfig } from "../engine/types";
+
+export interface AdapterInfo {
+  vendor: string;
+  architecture: string;
+  device: string;
+  description: string;
+}
+
+/** What this browser offers, detected in the worker (where training runs). */
+export interface Caps {
+  webgpu: boolean;
+  adapter: AdapterInfo | null;
+  features: string[];
+  maxBufferMiB: number;
+  gpuError: string | null; // why WebGPU is missing, when the browser says
+  wasmSimd: boolean;
+  crossOriginIsolated: boolean;
+  threads: number; // logical cores the browser reports
+}
+
+export type BackendChoice = "auto" | "webgpu" | "wasm";
+
+/** A corpus handed to the worker: the bytes travel with the message (transferred). */
+export interface CorpusData {
+  name: string;
+  bytes: Uint8Array;
+}
+
+/** How often a run measures validation loss and saves its checkpoint, in steps. */
+export interface Intervals {
+  evalEvery: number;
+  saveEvery: number;
+}
+
+export interface RunSettings {
+  model: ModelConfig;
+  train: TrainConfig;
+  steps: number; // target step count
+  intervals: Intervals;
+  backend: BackendChoice;
+}
+
+export interface CheckpointInfo {
+  id: string;
+  step: number;
+  model: ModelConfig;
+  dataset: string | null;
+  bytes: number;
+  savedAt: string; // ISO time
+  busy: boolean; // open in another tab
+  current: boolean; // the run loaded in this tab
+}
+
+export type WorkerState = "empty" | "loading" | "ready" | "training" | "sampling";
+
+export type ToWorker =
+  | { type: "ping"; id: number }
+  | { type: "caps" }
+  | { type: "init"; wasmUrl: string }
+  | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
+  | { type: "start"; settings: RunSettings; corpus: CorpusData }
+  | { type: "pause" }
+  | { type: "resume"; steps: number; intervals: Intervals }
+  | { type: "stop" }
+  | { type: "reset" }
+  | { type: "sample"; prompt: string; temperature: number; topK: number; maxTokens: number }
+  | { type: "stopSample" }
+  | { type: "export" }
+  | { type: "import"; name: string; bytes: Uint8Array; backend: BackendChoice }
+  | { type: "listCheckpoints" }
+  | { type: "openCheckpoint"; id: string; backend: BackendChoice; train: boolean; steps: number; intervals: Intervals }
+  | { type: "deleteCheckpoint"; id: string };
+
+export interface Progress {
+  step: number;
+  steps: number;
+  loss: number;
+  val?: number;
+  tokPerSec: number;
+  elapsedMs: number;
+  etaMs: number;
+}
+
+export interface Status {
+  state: WorkerState;
+  backend: string | null; // "webgpu" | "wasm" when a model is loaded
+  device: string | null;
+  model: ModelConfig | null;
+  dataset: string | null;
+  step: number;
+  steps: number;
+  runId: string | null;
+  /** A corpus is loaded and the run was not stopped: Resume can continue it. */
+  canTrain: boolean;
+}
+
+export type MessageLevel = "info" | "warn" | "error";
+
+export type FromWorker =
+  | { type: "pong"; id: number }
+  | { type: "caps"; caps: Caps }
+  | { type: "status"; status: Status }
+  | { type: "progress"; progress: Progress }
+  | { type: "history"; history: HistoryPoint[] }
+  | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
+  | { type: "token"; bytes: Uint8Array }
+  | { type: "sampleDone"; tokens: number; tokPerSec: number }
+  | { type: "saved"; id: string; step: number; bytes: number }
+  | { type: "checkpoints"; list: CheckpointInfo[] }
+  | { type: "exported"; name: string; bytes: Uint8Array }
+  | { type: "message"; level: MessageLevel; text: string; resumeRun?: string };

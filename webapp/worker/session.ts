@@ -1,0 +1,357 @@
+// The worker's one training session: the Trainer, its run in OPFS, the
+// training loop with progress, validation, autosave and the loss guard.
+import facts from "../../tinygpt/facts.json";
+import { DeviceLostError, createTrainer, loadTrainer, readCheckpoint, writeCheckpoint } from "../engine/index";
+import type { GPTTrainer } from "../engine/index";
+import { Backends } from "./backends";
+import type { BackendChoice, FromWorker, Intervals, Progress, RunSettings, Status, WorkerState } from "./protocol";
+import { holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
+
+type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
+
+const DIVERGED_LOSS = facts.app.diverged_loss_factor * Math.log(facts.vocab_size);
+const PRODUCER = "tinygpt-web";
+// Steps whose timing the tokens/s figure averages over.
+const RATE_WINDOW = 20;
+
+export function allFinite(a: Float32Array): boolean {
+  for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) return false;
+  return true;
+}
+
+function describe(e: unknown): string {
+  return e instanceof Error ? e.message : String(e);
+}
+
+export class Session {
+  private trainer: GPTTrainer | null = null;
+  private runId: string | null = null;
+  private releaseLock: () => void = () => {};
+  private state: WorkerState = "empty";
+  private target = 0;
+  private intervals: Intervals = { evalEvery: facts.app.eval_every, saveEvery: facts.app.save_every };
+  private canTrain = false;
+  private running = false;
+  private stopSampling = false;
+  private lastSaved = -1;
+  private elapsedMs = 0;
+
+  readonly backends: Backends;
+
+  constructor(private post: Post) {
+    this.backends = new Backends((text) => this.say("warn", text));
+  }
+
+  get busy(): boolean {
+    return this.state === "training" || this.state === "sampling" || this.state === "loading";
+  }
+
+  status(): Status {
+    const t = this.trainer;
+    return {
+      state: this.state,
+      backend: t?.backend.kind ?? null,
+      device: t?.backend.device ?? null,
+      model: t?.model ?? null,
+      dataset: t?.dataset?.name ?? null,
+      step: t?.step ?? 0,
+      steps: this.target,
+      runId: this.runId,
+      canTrain: this.canTrain,
+    };
+  }
+
+  private setState(state: WorkerState): void {
+    this.state = state;
+    this.post({ type: "status", status: this.status() });
+  }
+
+  private say(level: "info" | "warn" | "error", text: string, resumeRun?: string): void {
+    this.post({ type: "message", level, text, resumeRun });
+  }
+
+  private drop(): void {
+    this.trainer?.dispose();
+    this.trainer = null;
+    this.releaseLock();
+    this.releaseLock = () => {};
+    this.runId = null;
+    this.canTrain = false;
+    this.lastSaved = -1;
+    this.elapsedMs = 0;
+  }
+
+  private async adopt(trainer: GPTTrainer, runId: string | null, canTrain: boolean): Promise<boolean> {
+    let release = () => {};
+    if (runId) {
+      const lock = await holdRunLock(runId);
+      if (!lock.ok) {
+        trainer.dispose();
+        this.say("error", "That run is open in another tab; close it there first. Its checkpoint is untouched.");
+        return false;
+      }
+      release = lock.release;
+    }
+    this.drop();
+    this.trainer = trainer;
+    this.runId = runId;
+    this.releaseLock = release;
+    this.canTrain = canTrain;
+    this.lastSaved = runId ? trainer.step : -1;
+    this.post({ type: "history", history: [...trainer.history] });
+    return true;
+  }
+
+  async start(settings: RunSettings, name: string, corpus: Uint8Array): Promise<void> {
+    const previous = this.state;
+    this.setState("loading");
+    let trainer: GPTTrainer | null = null;
+    try {
+      const backend = await this.backends.get(settings.backend, settings.model, settings.train);
+      trainer = await createTrainer(backend, settings.model, settings.train, { producer: PRODUCER });
+      await trainer.setCorpus(name, corpus);
+    } catch (e) {
+      trainer?.dispose();
+      this.say("error", `Could not start training: ${describe(e)}`);
+      this.setState(previous);
+      return;
+    }
+    const runId = crypto.randomUUID();
+    if (!(await this.adopt(trainer, runId, true))) return this.setState(previous);
+    this.lastSaved = -1;
+    try {
+      await saveCorpus(trainer.dataset!.sha256, corpus);
+    } catch (e) {
+      this.say("warn", `Could not keep a copy of the text in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
+    }
+    await this.train(settings.steps, settings.intervals);
+  }
+
+  /** Continue the loaded run up to `steps` steps. */
+  async train(steps: number, intervals: Intervals): Promise<void> {
+    this.intervals = intervals;
+    const t = this.trainer;
+    if (!t || !this.canTrain) return this.say("error", "There is no run to continue: start one first.");
+    if (steps <= t.step) return this.say("warn", `The run is already at step ${t.step}; raise Steps to train further.`);
+    this.target = steps;
+    this.running = true;
+    this.setState("training");
+    const tokensPerStep = t.config.batch_size * t.model.block_size;
+    const depth = t.backend.kind === "webgpu" ? 2 : 1;
+    const times: { at: number; step: number }[] = [{ at: performance.now(), step: t.step }];
+    let segmentStart = performance.now();
+    let failure: { kind: "diverged" | "lost" | "error"; text: string } | null = null;
+
+    const progress = (loss: number, val?: number): Progress => {
+      const now = performance.now();
+      const first = times[0];
+      const last = times[times.length - 1];
+      const msPerStep = last.step > first.step ? (last.at - first.at) / (last.step - first.step) : 0;
+      const elapsedMs = this.elapsedMs + (now - segmentStart);
+      return {
+        step: t.step,
+        steps: this.target,
+        loss,
+        val,
+        tokPerSec: msPerStep > 0 ? (tokensPerStep * 1000) / msPerStep : 0,
+        elapsedMs,
+        etaMs: msPerStep * Math.max(0, this.target - t.step),
+      };
+    };
+
+    try {
+      while (this.running && t.step < this.target && !failure) {
+        const base = t.step;
+        const boundary = (every: number) => (Math.floor(base / every) + 1) * every;
+        const limit = Math.min(this.target, boundary(this.intervals.evalEvery), boundary(this.intervals.saveEvery));
+        const queue: Promise<number>[] = [];
+        let issued = base;
+        for (;;) {
+          while (this.running && !failure && issued < limit && queue.length < depth) {
+            queue.push(t.trainStep());
+            issued++;
+          }
+          if (!queue.length) break;
+          const loss = await queue.shift()!;
+          if (failure) continue;
+          times.push({ at: performance.now(), step: t.step });
+          if (times.length > RATE_WINDOW) times.shift();
+          if (!Number.isFinite(loss) || loss > DIVERGED_LOSS) {
+            failure = { kind: "diverged", text: `the loss became ${Number.isFinite(loss) ? `${loss.toFixed(2)}, above ${DIVERGED_LOSS.toFixed(2)} (diverging)` : String(loss)} at step ${t.step}` };
+            continue;
+          }
+          this.post({ type: "progress", progress: progress(loss) });
+        }
+        if (failure || t.step !== limit) continue;
+        if (t.step % this.intervals.evalEvery === 0 || t.step === this.target) {
+          const val = await t.evaluate(facts.app.eval_batches);
+          const last = t.history[t.history.length - 1];
+          this.post({ type: "progress", progress: progress(last?.train ?? NaN, val) });
+          // Evaluation time is not training time: restart the rate window.
+          times.splice(0, times.length, { at: performance.now(), step: t.step });
+        }
+        if (t.step % this.intervals.saveEvery === 0) await this.save();
+      }
+    } catch (e) {
+      failure = e instanceof DeviceLostError ? { kind: "lost", text: describe(e) } : { kind: "error", text: describe(e) };
+    }
+    this.elapsedMs += performance.now() - segmentStart;
+    segmentStart = performance.now();
+    this.running = false;
+
+    if (failure) return this.fail(failure.kind, failure.text);
+    await this.save();
+    if (t.step >= this.target) this.say("info", `Training finished at step ${t.step}.`);
+    this.setState("ready");
+  }
+
+  pause(): void {
+    this.running = false;
+  }
+
+  /** Ends the run: the model stays for sampling and export, training cannot continue. */
+  stop(): void {
+    this.running = false;
+    this.canTrain = false;
+  }
+
+  private async fail(kind: "diverged" | "lost" | "error", text: string): Promise<void> {
+    const runId = this.runId;
+    const saved = this.lastSaved;
+    const backend = this.trainer?.backend.kind;
+    this.drop();
+    if (kind === "lost" || (kind === "error" && backend === "webgpu")) {
+      this.setState("empty");
+      if (runId && saved >= 0) {
+        this.say("error", `The GPU stopped working (${text}). Resume from the last checkpoint (step ${saved})?`, runId);
+      } else {
+        this.say("error", `The GPU stopped working (${text}) before the first checkpoint; start again.`);
+      }
+      return;
+    }
+    if (kind === "diverged") {
+      const where = saved >= 0 ? `The last good checkpoint (step ${saved}) is kept and loaded; lower the learning rate before training on.` : "No checkpoint had been saved yet; start again with a lower learning rate.";
+      this.say("error", `Training stopped: ${text}. ${where}`);
+    } else {
+      this.say("error", `Training stopped: ${text}.${saved >= 0 ? ` The last checkpoint (step ${saved}) is kept.` : ""}`);
+    }
+    if (runId && saved >= 0) await this.open(runId, backend ?? "auto", false, 0, this.intervals, true);
+    else this.setState("empty");
+  }
+
+  /** Writes the run's checkpoint unless the weights went bad; failures are reported, never fatal. */
+  private async save(): Promise<void> {
+    const t = this.trainer;
+    if (!t || !this.runId || this.lastSaved === t.step) return;
+    try {
+      const ck = await t.checkpoint(true);
+      if (!allFinite(ck.params)) {
+        this.say("error", `The weights at step ${t.step} are not finite numbers, so they were not saved; the checkpoint of step ${this.lastSaved} is kept.`);
+        return;
+      }
+      const bytes = writeCheckpoint(ck, { producer: PRODUCER });
+      await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, bytes: bytes.length, savedAt: new Date().toISOString() }, bytes);
+      this.lastSaved = t.step;
+      this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
+    } catch (e) {
+      const full = e instanceof DOMException && e.name === "QuotaExceededError";
+      this.say("warn", `Saving the checkpoint at step ${t.step} failed${full ? ": the browser's storage for this site is full" : ` (${describe(e)})`}. Training goes on; export the model to keep it.`);
+    }
+  }
+
+  /** Loads a saved run; with `train`, continues it up to `steps`. */
+  async open(id: string, choice: BackendChoice, train: boolean, steps: number, intervals = this.intervals, quiet = false): Promise<void> {
+    const previous = this.state;
+    this.setState("loading");
+    let trainer: GPTTrainer | null = null;
+    let canTrain = false;
+    try {
+      const { meta, bytes } = await loadRun(id);
+      trainer = await this.load(bytes, choice);
+      if (meta.dataset) {
+        const corpus = await loadCorpus(meta.dataset.sha256);
+        if (corpus) {
+          await trainer.setCorpus(meta.dataset.name, corpus);
+          canTrain = true;
+        }
+      }
+    } catch (e) {
+      trainer?.dispose();
+      this.say("error", `Could not open the saved run: ${describe(e)}`);
+      this.setState(previous === "loading" ? "empty" : previous);
+      return;
+    }
+    if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
+    this.target = Math.max(steps, trainer.step);
+    if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it can be sampled and exported but not trained further."}`);
+    if (train && canTrain) await this.train(steps, intervals);
+    else this.setState("ready");
+  }
+
+  private async load(bytes: Uint8Array, choice: BackendChoice): Promise<GPTTrainer> {
+    return loadTrainer(bytes, (model, train) => this.backends.get(choice, model, train), undefined, { producer: PRODUCER });
+  }
+
+  /** An exported or gallery model: checked fully before the current one is replaced. */
+  async import(name: string, bytes: Uint8Array, choice: BackendChoice): Promise<void> {
+    try {
+      readCheckpoint(bytes);
+    } catch (e) {
+      this.say("error", `${name} was refused: ${describe(e)}. The current model is unchanged.`);
+      return;
+    }
+    const previous = this.state;
+    this.setState("loading");
+    let trainer: GPTTrainer;
+    try {
+      trainer = await this.load(bytes, choice);
+    } catch (e) {
+      this.say("error", `${name} could not be loaded: ${describe(e)}. The current model is unchanged.`);
+      this.setState(previous);
+      return;
+    }
+    await this.adopt(trainer, null, false);
+    this.target = trainer.step;
+    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide.`);
+    this.setState("ready");
+  }
+
+  async exportModel(): Promise<void> {
+    const t = this.trainer;
+    if (!t) return this.say("error", "There is no model to export yet.");
+    const bytes = await t.save(true);
+    const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}-step${t.step}${facts.format.extension}`;
+    this.post({ type: "exported", name, bytes }, [bytes.buffer]);
+  }
+
+  reset(): void {
+    this.drop();
+    this.target = 0;
+    this.post({ type: "history", history: [] });
+    this.setState("empty");
+  }
+
+  async sample(prompt: string, temperature: number, topK: number, maxTokens: number): Promise<void> {
+    const t = this.trainer;
+    if (!t) return this.say("error", "There is no model to sample from yet.");
+    this.stopSampling = false;
+    this.setState("sampling");
+    const t0 = performance.now();
+    let n = 0;
+    try {
+      await t.sample(new TextEncoder().encode(prompt), { temperature, topK, maxTokens }, (byte) => {
+        n++;
+        this.post({ type: "token", bytes: Uint8Array.of(byte) });
+      }, () => this.stopSampling);
+    } catch (e) {
+      this.say("error", `Sampling failed: ${describe(e)}`);
+    }
+    const seconds = (performance.now() - t0) / 1000;
+    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0 });
+    this.setState("ready");
+  }
+
+  cancelSample(): void {
+    this.stopSampling = true;
+  }
+}

@@ -1,0 +1,102 @@
+// The training worker: owns the Session (Trainer, OPFS run, training loop) and
+// answers the page's messages (protocol.ts).
+import { handleCpuThreadMessage } from "../cpu/threads";
+import { detectCaps } from "./caps";
+import { registerCpuBackend } from "./cpu";
+import { deviceClaims, measureStep } from "./measure";
+import type { FromWorker, ToWorker } from "./protocol";
+import { Session } from "./session";
+import { deleteRun, holdRunLock, listRuns } from "./store";
+
+const scope = self as unknown as DedicatedWorkerGlobalScope;
+
+function post(msg: FromWorker, transfer: Transferable[] = []): void {
+  scope.postMessage(msg, transfer);
+}
+
+const session = new Session(post);
+
+async function checkpoints(): Promise<void> {
+  try {
+    post({ type: "checkpoints", list: await listRuns(session.status().runId) });
+  } catch (e) {
+    post({ type: "message", level: "warn", text: `Saved runs cannot be listed: browser storage is unavailable (${(e as Error).message}).` });
+  }
+}
+
+// Commands that change the session run one at a time, in arrival order;
+// pause, stop and stopSample act at once so they can interrupt a running loop.
+let queue: Promise<void> = Promise.resolve();
+function exclusive(fn: () => Promise<void>): void {
+  queue = queue.then(fn).catch((e) => post({ type: "message", level: "error", text: `Unexpected failure: ${(e as Error).message}` }));
+}
+
+const NEEDS_DEVICE = new Set<ToWorker["type"]>(["start", "resume", "sample", "import", "openCheckpoint", "export"]);
+
+async function handle(msg: ToWorker): Promise<void> {
+  if (NEEDS_DEVICE.has(msg.type)) deviceClaims.count++;
+  switch (msg.type) {
+    case "ping":
+      return post({ type: "pong", id: msg.id });
+    case "caps":
+      return post({ type: "caps", caps: await detectCaps() });
+    case "init":
+      registerCpuBackend(msg.wasmUrl);
+      return post({ type: "status", status: session.status() });
+    case "pause":
+      return session.pause();
+    case "stop":
+      return session.stop();
+    case "stopSample":
+      return session.cancelSample();
+    case "listCheckpoints":
+      return checkpoints();
+    case "measure":
+      if (session.busy) return post({ type: "measured", key: msg.key, msPerStep: null, backend: null, error: "busy" });
+      const claims = deviceClaims.count;
+      return exclusive(async () => {
+        try {
+          const r = await measureStep(session.backends, msg.model, msg.batch, msg.backend, claims);
+          if (r) post({ type: "measured", key: msg.key, msPerStep: r.msPerStep, backend: r.backend });
+          else post({ type: "measured", key: msg.key, msPerStep: null, backend: null, error: "busy" });
+        } catch (e) {
+          post({ type: "measured", key: msg.key, msPerStep: null, backend: null, error: (e as Error).message });
+        }
+      });
+    case "start":
+      return exclusive(() => session.start(msg.settings, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
+    case "resume":
+      return exclusive(() => session.train(msg.steps, msg.intervals));
+    case "reset":
+      return exclusive(async () => session.reset());
+    case "sample":
+      return exclusive(() => session.sample(msg.prompt, msg.temperature, msg.topK, msg.maxTokens));
+    case "export":
+      return exclusive(() => session.exportModel());
+    case "import":
+      return exclusive(() => session.import(msg.name, msg.bytes, msg.backend));
+    case "openCheckpoint":
+      return exclusive(() => session.open(msg.id, msg.backend, msg.train, msg.steps, msg.intervals).then(checkpoints));
+    case "deleteCheckpoint":
+      return exclusive(async () => {
+        if (session.status().runId === msg.id) {
+          post({ type: "message", level: "warn", text: "That run is loaded in this tab; reset first to delete it." });
+          return;
+        }
+        const lock = await holdRunLock(msg.id);
+        if (!lock.ok) {
+          post({ type: "message", level: "warn", text: "That run is open in another tab; it was not deleted." });
+          return;
+        }
+        await deleteRun(msg.id);
+        lock.release();
+        await checkpoints();
+      });
+  }
+}
+
+scope.onmessage = (ev: MessageEvent<ToWorker>) => {
+  // CPU helper threads run this same script; their messages are not ours.
+  if (handleCpuThreadMessage(ev)) return;
+  handle(ev.data).catch((e) => post({ type: "message", level: "error", text: `The worker failed: ${(e as Error).message}` }));
+};
