@@ -6,8 +6,9 @@ For each preset, full training steps (forward, backward, clipping, AdamW) on
 random batches of the preset's batch_size x block_size tokens, repeated until
 min-seconds have passed (at least one step; one untimed warm-up step where a
 step is quick). Prints tokens/s and writes content/data/reference_cpu.json,
-where each machine (by CPU model and core count) keeps its own entry, so runs
-on different hosts add up instead of overwriting each other.
+in the speedup page's plot shape (tinygpt/build/plots.py); each machine (by CPU
+model and core count) keeps its own entry in "runs", so runs on different
+hosts add up instead of overwriting each other.
 """
 import argparse
 import json
@@ -79,6 +80,36 @@ def bench_torch(preset_id, config, batch, min_seconds):
     return timed(step, min_seconds)
 
 
+def plot_shape(runs: list[dict]) -> dict:
+    """The measured-results shape of tinygpt/build/plots.py (one bar group per preset,
+    one series per machine and implementation), with the raw runs kept beside it."""
+    def machine(r):
+        return f"{r['host']['cpu']} x{r['host']['cores']}"
+    series, rows = [], []
+    for r in runs:
+        for impl, label in (("numpy", "numpy reference"), ("torch", f"PyTorch {r['host']['torch']} eager fp32")):
+            points = [{"x": row["preset"], "y": row[impl]["tokens_per_s"]} for row in r["results"] if impl in row]
+            if points:
+                series.append({"name": f"{label}, {machine(r)}", "unit": "tokens/s", "points": points})
+            rows += [{"machine": machine(r), "implementation": label, "preset": row["preset"], "params": row["params"],
+                      "tokens/step": row["batch_size"] * row["block_size"], "tokens/s": row[impl]["tokens_per_s"]}
+                     for row in r["results"] if impl in row]
+    return {
+        "benchmark": "reference_cpu",
+        "title": "Reference training speed on CPU",
+        "hardware": "; ".join(f"{machine(r)} (numpy {r['host']['numpy']}, BLAS threads {r['host']['blas_threads']}, "
+                              f"load {r['load_average_1m']})" for r in runs),
+        "date": max(r["date"] for r in runs),
+        "command": "python bench/bench_reference.py",
+        "x_label": "preset",
+        "series": series,
+        "rows": rows,
+        "notes": "Full training steps (forward, backward, clipping, AdamW) at each preset's batch and context, "
+                 "float32. Shared machines: the load average is the other work running at the time.",
+        "runs": runs,
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
@@ -114,11 +145,10 @@ def main():
     entry = {"host": host, "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
              "load_average_1m": round(os.getloadavg()[0], 2),
              "command": "python bench/bench_reference.py " + " ".join(sys.argv[1:]), "results": results}
-    data = json.loads(OUT.read_text()) if OUT.exists() else {"runs": []}
-    data["runs"] = [r for r in data["runs"] if (r["host"]["cpu"], r["host"]["cores"]) != (host["cpu"], host["cores"])]
-    data["runs"].append(entry)
+    runs = json.loads(OUT.read_text())["runs"] if OUT.exists() else []
+    runs = [r for r in runs if (r["host"]["cpu"], r["host"]["cores"]) != (host["cpu"], host["cores"])] + [entry]
     OUT.parent.mkdir(parents=True, exist_ok=True)
-    OUT.write_text(json.dumps(data, indent=2) + "\n")
+    OUT.write_text(json.dumps(plot_shape(runs), indent=2) + "\n")
     print(f"wrote {OUT.relative_to(ROOT)}")
 
 

@@ -105,4 +105,8 @@ def test_tiny_trains_on_cpu_then_export_import_and_corrupt_file(open_page, brows
     wait_state(page, "ready", 30)
     expect(page.locator("#stat-step")).to_contain_text(str(STEPS))
     assert sample(page, "KING:", temperature=0, top_k=0, length=40, timeout=60)[0] == greedy
+
+    # With a trained model, saved runs, stats and samples on it, the page still fits a phone.
+    page.set_viewport_size({"width": 360, "height": 740})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 360
     assert visit.problems() == []

@@ -8,7 +8,8 @@
 //   group 0 binding 0: params (uniform Params)
 //           binding 1: a    (storage, read)        row-major as above
 //           binding 2: b    (storage, read)        row-major as above
-//           binding 3: bias (storage, read)        [N]; read only when flags has BIAS, else bind any buffer
+//           binding 3: bias (storage, read)        [N]; read only when flags has BIAS, else bind any
+//                                                  buffer but c (a writable binding must not alias)
 //           binding 4: c    (storage, read_write)  [M,N]; read first when flags has ACCUMULATE
 //   workgroup 256; dispatch (ceil(N/128), ceil(M/128), 1).
 // matmul_colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, rows summed in a

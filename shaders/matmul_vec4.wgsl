@@ -13,7 +13,8 @@
 //   group 0 binding 0: params (uniform Params: M, N, K, flags as matmul.wgsl)
 //           binding 1: a    (storage, read)        array<vec4<f32>>
 //           binding 2: b    (storage, read)        array<vec4<f32>>
-//           binding 3: bias (storage, read)        array<vec4<f32>>, [N]; any buffer without BIAS
+//           binding 3: bias (storage, read)        array<vec4<f32>>, [N]; without BIAS any buffer but c
+//                                                  (every binding here at least 16 bytes)
 //           binding 4: c    (storage, read_write)  array<vec4<f32>>, [M,N]
 //
 // Both blocks double-buffer A and B through 16 KiB of workgroup memory (the WebGPU default

@@ -37,7 +37,9 @@ def render(root: Path) -> Path:
     from tinygpt.build import content, plots
 
     out = root / "out"
-    pages.render_all(root, out, {"site_css": "/assets/site.css"}, content.load(root), {"plots": plots.load(root)})
+    plotted, unplotted = plots.load(root)
+    pages.render_all(root, out, {"site_css": "/assets/site.css"}, content.load(root),
+                     {"plots": plotted, "unplotted": unplotted})
     return out
 
 
@@ -101,3 +103,38 @@ def test_successful_build_swaps_in_the_new_dist(tmp_path):
     assert main.build(site, steps=["bundle", "pages"])
     assert "Guide two" in (site / "dist/docs/guide/index.html").read_text()
     assert sorted(p.name for p in site.iterdir() if p.name.startswith(".dist")) == []
+
+
+def test_roadmap_statuses_come_from_facts(tmp_path):
+    from tinygpt.build import content, plots
+
+    plotted, unplotted = plots.load(REPO)
+    pages.render_all(REPO, tmp_path, {"site_css": "/assets/site.css", "app": "/a.js", "app_css": "/a.css",
+                                      "worker": "/w.js", "wasm": "/c.wasm"},
+                     content.load(REPO), {"plots": plotted, "unplotted": unplotted})
+    roadmap = (tmp_path / "roadmap/index.html").read_text()
+    for lever in FACTS["levers"]:
+        row = roadmap[roadmap.index(f'<tr id="{lever["id"]}">'):]
+        row = row[:row.index("</tr>")]
+        assert f'<span class="pill">{lever["pill"]}</span>' in row
+        assert f'<span class="status status-{lever["status"]}">{lever["status"]}</span>' in row
+
+
+def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path, monkeypatch):
+    import os
+
+    site = make_site(tmp_path, MINIMAL)
+    stale = site / ".dist-killed"
+    stale.mkdir()
+    os.utime(stale, (0, 0))
+    fresh = site / ".dist-running"  # another build in progress right now: not ours to remove
+    fresh.mkdir()
+
+    def interrupted(ctx):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(pages, "run", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        main.build(site, steps=["bundle", "pages"])
+    assert sorted(p.name for p in site.glob(".dist-*")) == [".dist-running"]
+    assert not (site / "dist").exists()

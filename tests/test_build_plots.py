@@ -22,12 +22,13 @@ RESULT = {"benchmark": "matmul", "hardware": "test box", "date": "2026-11-30", "
 
 
 def test_no_data_means_no_plots(tmp_path):
-    assert plots.load(tmp_path) == []
+    assert plots.load(tmp_path) == ([], [])
 
 
 def test_series_become_one_svg_per_unit_without_inline_style(tmp_path):
     write(tmp_path, "matmul.json", RESULT)
-    (result,) = plots.load(tmp_path)
+    (result,), unplotted = plots.load(tmp_path)
+    assert unplotted == []
     line, bars = result["plots"]
     assert line.count("<polyline") == 2 and "<rect" not in line
     assert bars.count("<rect") == 2 and ">tiny<" in bars
@@ -38,8 +39,15 @@ def test_series_become_one_svg_per_unit_without_inline_style(tmp_path):
     assert [s["cls"] for s in result["legend"]] == ["series-0", "series-1", "series-2"]
 
 
+def test_files_without_series_are_listed_not_plotted(tmp_path):
+    write(tmp_path, "other.json", {"runs": [], "date": "2026-11-30", "command": "python bench/other.py"})
+    assert plots.load(tmp_path) == ([], [{"source": "content/data/other.json", "date": "2026-11-30",
+                                          "command": "python bench/other.py"}])
+
+
 @pytest.mark.parametrize("bad, message", [
-    ({"benchmark": "x"}, "missing key 'hardware'"),
+    ({"benchmark": "x", "series": [{"name": "a", "unit": "u", "points": [{"x": 1, "y": 2}]}]}, "missing key 'hardware'"),
+    ({**RESULT, "series": []}, "'series' must be a non-empty list"),
     ({**RESULT, "series": [{"name": "a", "unit": "u", "points": [{"x": 1}]}]}, r"points\[0\] needs x and a numeric y"),
 ])
 def test_bad_results_name_the_file(tmp_path, bad, message):

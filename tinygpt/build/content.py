@@ -112,7 +112,10 @@ def load(root: Path) -> list[Page]:
         source = str(path.relative_to(root))
         if len(rel.parts) > 2 or (len(rel.parts) == 2 and rel.parts[0] not in FOLDERS):
             raise BuildError(f"content pages live at the top level or in {', '.join(FOLDERS)}/", source)
-        text = path.read_text(encoding="utf-8")
+        try:
+            text = path.read_text(encoding="utf-8")
+        except UnicodeDecodeError as e:
+            raise BuildError(f"not valid UTF-8 (byte {e.start})", source) from None
         meta, body, body_line = parse(text, source)
         kind = rel.parts[0] if len(rel.parts) == 2 else "page"
         slug = meta.get("slug", path.stem)

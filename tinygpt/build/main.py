@@ -22,6 +22,7 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = ["corpora", "gallery", "bundle", "shaders", "pages", "deploy", "links"]
 LABELS = {"links": "checks"}  # links.py checks links, inline code and Pages limits
 OPTIONAL_STEPS = {"corpora"}  # R's step; the build goes on without it until it exists
+STALE_SECONDS = 600
 WATCHED = ["content", "site", "webapp", "shaders", "gallery", "tinygpt/facts.json"]
 
 
@@ -29,6 +30,9 @@ def build(root: Path = ROOT, dist: Path | None = None, steps: list[str] = STEPS)
     """Build root's site into dist (default root/dist); False, with the cause printed, on failure."""
     dist = dist or root / "dist"
     start = time.perf_counter()
+    for stale in root.glob(".dist-*"):  # left by a build that was killed; builds take seconds, not minutes
+        if stale.is_dir() and time.time() - stale.stat().st_mtime > STALE_SECONDS:
+            shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=".dist-", dir=root))
     tmp.chmod(0o755)  # mkdtemp makes it private; dist/ is for everyone to read
     ctx = Context(root=root, out=tmp, cache=root / ".cache")
@@ -41,23 +45,22 @@ def build(root: Path = ROOT, dist: Path | None = None, steps: list[str] = STEPS)
             t = time.perf_counter()
             summary = importlib.import_module(f"tinygpt.build.{step}").run(ctx)
             print(f"{LABELS.get(step, step):8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)
+        for note in ctx.notes:
+            print(f"note: {note}")
+        old = root / f".dist-old-{os.getpid()}"
+        if dist.exists():
+            os.rename(dist, old)
+        os.rename(tmp, dist)
+        shutil.rmtree(old, ignore_errors=True)
     except Exception as e:
         cause = str(e) if isinstance(e, BuildError) else f"{type(e).__name__}: {e}"
         print(f"error: {cause}", file=sys.stderr, flush=True)
         if not isinstance(e, BuildError):  # a bug rather than bad input: show where
             traceback.print_exc()
         print(f"build failed in step {LABELS.get(step, step)}; {dist.name}/ left as it was", file=sys.stderr)
-        shutil.rmtree(tmp, ignore_errors=True)
         return False
-    for note in ctx.notes:
-        print(f"note: {note}")
-    old = None
-    if dist.exists():
-        old = root / f".dist-old-{os.getpid()}"
-        os.rename(dist, old)
-    os.rename(tmp, dist)
-    if old:
-        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # already gone when it became dist/; else a failed or interrupted build
     print(f"built {dist.relative_to(root) if dist.is_relative_to(root) else dist}/ "
           f"in {time.perf_counter() - start:.2f}s")
     return True

@@ -11,7 +11,7 @@ Every template gets:
   exists), nav, docs (sections of pages), docs_nav(url) (the docs sidebar HTML
   with url marked current), posts (newest first), feed (URL)
 - `explainers`: [{slug, url, title, pill, metric, html}] (one of pill/metric is "")
-- `plots`: measured benchmarks for the speedup page (plots.py)
+- `plots`, `unplotted`: measured results for the speedup page (plots.load)
 Markdown bodies may use `{{ facts... }}` so numbers come from facts.json; the
 `pct` filter writes a fraction as a percentage (0.005 -> "0.5%").
 """
@@ -192,9 +192,12 @@ def run(ctx: Context) -> str:
     pages = content.load(ctx.root)
     if not any(p.url == "/app/" for p in pages):
         ctx.notes.append("pages: content/app.md not written yet: no /app/ page")
-    extra = {"plots": plots.load(ctx.root)}
+    plotted, unplotted = plots.load(ctx.root)
+    extra = {"plots": plotted, "unplotted": unplotted}
+    for u in unplotted:
+        ctx.notes.append(f"speedup: {u['source']} has no 'series' (shape in tinygpt/build/plots.py): listed, not plotted")
     ctx.pages = render_all(ctx.root, ctx.out, ctx.assets, pages, extra, ctx.cache / "markdown.json")
-    n_plots = len(extra["plots"])
     return f"{len(ctx.pages)} pages ({sum(p['kind'] == 'docs' for p in ctx.pages)} docs, " \
            f"{sum(p['kind'] == 'devlog' for p in ctx.pages)} posts, " \
-           f"{sum(p['kind'] == 'explainers' for p in ctx.pages)} explainers), {n_plots} measured plots"
+           f"{sum(p['kind'] == 'explainers' for p in ctx.pages)} explainers); " \
+           f"measured results: {len(plotted)} plotted, {len(unplotted)} not in the plot shape"

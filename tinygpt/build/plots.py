@@ -19,7 +19,10 @@ The JSON shape every bench script writes:
     }
 
 Series with different units get separate plots. x values are all numbers
-(a line plot) or all strings (grouped bars, in first-seen order).
+(a line plot) or all strings (grouped bars, in first-seen order). A file with
+"series" must match this shape exactly or the build fails; a file without it is
+listed on the page as not plotted yet (and noted in the build output), so one
+bench script's other format does not stop everyone's build.
 """
 import json
 import math
@@ -131,15 +134,20 @@ def svg(series: list[dict], x_label: str, title: str) -> Markup:
     return Markup("".join(parts))
 
 
-def load(root: Path) -> list[dict]:
-    """Every content/data/*.json as {benchmark, title, hardware, date, command, notes, plots, legend, rows}."""
-    results = []
+def load(root: Path) -> tuple[list[dict], list[dict]]:
+    """content/data/*.json -> (plotted, unplotted). Plotted: {benchmark, title, hardware, date,
+    command, notes, plots, legend, rows, columns, source}; unplotted: {source, date, command}."""
+    results, unplotted = [], []
     for path in sorted((root / "content" / "data").glob("*.json")):
         source = str(path.relative_to(root))
         try:
-            data = _check(json.loads(path.read_text()), source)
+            data = json.loads(path.read_text())
         except json.JSONDecodeError as e:
             raise BuildError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}:{e.colno}") from None
+        if isinstance(data, dict) and "series" not in data:
+            unplotted.append({"source": source, "date": str(data.get("date", "")), "command": data.get("command", "")})
+            continue
+        data = _check(data, source)
         title = data.get("title") or data["benchmark"]
         data["series"] = [{**s, "cls": f"series-{i % N_COLOURS}"} for i, s in enumerate(data["series"])]
         units = list(dict.fromkeys(s["unit"] for s in data["series"]))
@@ -151,4 +159,4 @@ def load(root: Path) -> list[dict]:
                         "date": str(data["date"]), "command": data["command"], "notes": data.get("notes", ""),
                         "plots": figures, "legend": legend, "rows": rows,
                         "columns": list(dict.fromkeys(k for r in rows for k in r)), "source": source})
-    return results
+    return results, unplotted

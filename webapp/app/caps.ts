@@ -6,11 +6,6 @@ import type { Caps } from "../worker/protocol";
 import { $, el } from "./dom";
 import { explainerFor } from "./explainers";
 
-export function backendLabel(caps: Caps): string {
-  if (caps.webgpu) return "WebGPU";
-  return caps.crossOriginIsolated ? "WASM +threads" : "WASM";
-}
-
 function pill(label: string, explainerKey: string, kind: string): HTMLElement {
   const target = explainerFor(explainerKey);
   const node = el(target ? "button" : "span", { class: `pill pill-${kind}` }, label);
@@ -42,19 +37,23 @@ export function showCaps(caps: Caps): void {
 
   const pills = $("#pills");
   pills.replaceChildren();
-  const backend = backendLabel(caps);
-  pills.append(el("li", {}, undefined));
-  pills.lastElementChild!.append(pill(backend, caps.webgpu ? "webgpu" : "wasm", "backend"));
+  const add = (label: string, key: string, kind: string) => {
+    const li = el("li");
+    li.append(pill(label, key, kind));
+    pills.append(li);
+  };
+  if (caps.webgpu) add("WebGPU", "webgpu", "backend");
+  else {
+    add("WASM", "wasm", "backend");
+    if (caps.crossOriginIsolated && caps.threads > 1) add("+threads", "threads", "backend");
+  }
 
   const unused: string[] = [];
   for (const lever of facts.levers) {
     const detected = caps.features.includes(lever.feature);
     if (!detected) continue;
-    if (lever.status === "shipped") {
-      const li = el("li");
-      li.append(pill(lever.pill, lever.id, "lever"));
-      pills.append(li);
-    } else if (!unused.includes(lever.feature)) {
+    if (lever.status === "shipped") add(lever.pill, lever.id, "lever");
+    else if (!unused.includes(lever.feature)) {
       unused.push(lever.feature);
     }
   }

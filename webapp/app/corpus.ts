@@ -1,6 +1,7 @@
 // Choosing the text to train on: a bundled corpus (checked against its
 // manifest's sha256), an uploaded file, or pasted text. Refusals explain why.
 import facts from "../../tinygpt/facts.json";
+import { sha256Hex } from "../engine/data";
 import { $, el } from "./dom";
 import { bytes as fmtBytes } from "./format";
 
@@ -22,11 +23,6 @@ export interface BundledCorpus {
 }
 
 export class CorpusError extends Error {}
-
-async function sha256(data: Uint8Array): Promise<string> {
-  const digest = await crypto.subtle.digest("SHA-256", data as Uint8Array<ArrayBuffer>);
-  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
-}
 
 /** Text a byte-level model can learn from: non-empty, within the limit, UTF-8 without NUL bytes. */
 export function checkText(what: string, data: Uint8Array): void {
@@ -114,7 +110,7 @@ export class CorpusPicker {
     const res = await fetch(new URL(c.file, new URL("/corpora/", location.href)));
     if (!res.ok) throw new CorpusError(`${c.name} could not be downloaded (HTTP ${res.status}).`);
     const data = new Uint8Array(await res.arrayBuffer());
-    if ((await sha256(data)) !== c.sha256) throw new CorpusError(`${c.name} arrived damaged (its sha256 does not match the manifest); reload and try again.`);
+    if ((await sha256Hex(data)) !== c.sha256) throw new CorpusError(`${c.name} arrived damaged (its sha256 does not match the manifest); reload and try again.`);
     this.status.textContent = `${c.name}: ${fmtBytes(data.length)}, checked.`;
     return { name: c.name, bytes: data };
   }

@@ -1,17 +1,22 @@
 // Models and storage: saved runs (resume after a reload), export to a
 // .tinygpt download, import from a file, the gallery, and the quota readout.
 import facts from "../../tinygpt/facts.json";
+import { sha256Hex } from "../engine/data";
 import type { CheckpointInfo } from "../worker/protocol";
 import type { WorkerClient } from "./client";
 import { $, el } from "./dom";
 import * as fmt from "./format";
 import type { Setup } from "./setup";
 
+/** An entry of /gallery/manifest.json (tinygpt/build/gallery.py checks them at build time). */
 interface GalleryModel {
   id: string;
-  name: string;
+  title: string;
   file: string;
-  description?: string;
+  bytes: number;
+  sha256: string;
+  corpus?: string;
+  steps?: number;
 }
 
 export class FilesView {
@@ -58,13 +63,13 @@ export class FilesView {
     try {
       const res = await fetch("/gallery/manifest.json");
       if (!res.ok) return;
-      const data = (await res.json()) as { models?: GalleryModel[] } | GalleryModel[];
-      this.gallery = (Array.isArray(data) ? data : (data.models ?? [])).filter((m) => m && typeof m.file === "string");
+      this.gallery = ((await res.json()) as { models: GalleryModel[] }).models;
     } catch {
       this.gallery = [];
     }
     const select = $<HTMLSelectElement>("#gallery-select");
-    select.replaceChildren(...this.gallery.map((m) => el("option", { value: m.id }, m.description ? `${m.name} — ${m.description}` : m.name)));
+    const label = (m: GalleryModel) => [m.title, m.steps ? `${m.steps} steps` : "", m.corpus ?? "", fmt.bytes(m.bytes)].filter(Boolean).join(" · ");
+    select.replaceChildren(...this.gallery.map((m) => el("option", { value: m.id }, label(m))));
     $("#gallery").hidden = this.gallery.length === 0;
   }
 
@@ -73,23 +78,32 @@ export class FilesView {
     if (!m) return;
     const res = await fetch(new URL(m.file, new URL("/gallery/", location.href)));
     if (!res.ok) {
-      this.onError(`The gallery model ${m.name} could not be downloaded (HTTP ${res.status}).`);
+      this.onError(`The gallery model ${m.title} could not be downloaded (HTTP ${res.status}).`);
       return;
     }
     const bytes = new Uint8Array(await res.arrayBuffer());
-    this.client.send({ type: "import", name: m.name, bytes, backend: this.setup.backend() }, [bytes.buffer]);
+    if ((await sha256Hex(bytes)) !== m.sha256) {
+      this.onError(`The gallery model ${m.title} arrived damaged (its sha256 does not match the manifest); reload and try again.`);
+      return;
+    }
+    this.client.send({ type: "import", name: m.title, bytes, backend: this.setup.backend() }, [bytes.buffer]);
   }
 
   private offered = false;
+  private recheck = 0;
 
   private showRuns(list: CheckpointInfo[]): void {
     // On arrival, the newest run nobody has open is offered in a message too.
     const newest = list.find((c) => !c.busy && !c.current);
     if (!this.offered && newest) {
-      this.offered = true;
       this.onOffer(`A saved run is waiting: ${newest.model.n_layer} layers × ${newest.model.n_embd}, ${newest.dataset ?? "no text"}, step ${newest.step}, saved ${fmt.ago(newest.savedAt)}.`, () => this.open(newest.id, true));
     }
-    this.offered = true;
+    const busy = list.some((c) => c.busy);
+    this.offered ||= newest !== undefined || !busy;
+    // A run another tab holds frees up when that tab closes (or, after a reload,
+    // once the old page's worker has gone): look again shortly.
+    clearTimeout(this.recheck);
+    if (busy) this.recheck = window.setTimeout(() => this.client.send({ type: "listCheckpoints" }), 1000);
     const box = $("#resume-offer");
     const ul = $("#checkpoint-list");
     ul.replaceChildren();

@@ -23,6 +23,7 @@ const setup = new Setup(() => measureSelection());
 const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]));
 new SampleView(client, error);
 
+const MEASURE_DELAY_MS = 1500;
 let status: Status | null = null;
 let capsKnown = false;
 
@@ -48,19 +49,27 @@ function applyStatus(s: Status): void {
   if (idle) measureSelection();
 }
 
-/** Measures the selected model's time per step on this device, once per shape and backend, while idle. */
+/**
+ * Measures the selected model's time per step on this device, once per shape
+ * and backend, while idle; after a pause in clicking, so flicking through the
+ * presets (or pressing Start right away) does not keep the device busy.
+ */
+let measureTimer = 0;
 function measureSelection(): void {
-  if (!capsKnown || (status && status.state !== "empty" && status.state !== "ready")) return;
-  let key: string;
-  try {
-    key = setup.measureKey();
-  } catch {
-    return; // an invalid custom shape: its error is shown beside the fields
-  }
-  if (setup.measured.has(key) || pendingMeasure.has(key)) return;
-  pendingMeasure.add(key);
-  const { model, train } = setup.config();
-  client.send({ type: "measure", key, model, batch: train.batch_size, backend: setup.backend() });
+  clearTimeout(measureTimer);
+  measureTimer = window.setTimeout(() => {
+    if (!capsKnown || (status && status.state !== "empty" && status.state !== "ready")) return;
+    let key: string;
+    try {
+      key = setup.measureKey();
+    } catch {
+      return; // an invalid custom shape: its error is shown beside the fields
+    }
+    if (setup.measured.has(key) || pendingMeasure.has(key)) return;
+    pendingMeasure.add(key);
+    const { model, train } = setup.config();
+    client.send({ type: "measure", key, model, batch: train.batch_size, backend: setup.backend() });
+  }, MEASURE_DELAY_MS);
 }
 const pendingMeasure = new Set<string>();
 
@@ -72,6 +81,7 @@ async function start(): Promise<void> {
     return void error((e as Error).message);
   }
   button("btn-start").disabled = true;
+  clearTimeout(measureTimer);
   try {
     const text = await corpus.read();
     progress.history([]);
@@ -86,7 +96,8 @@ async function start(): Promise<void> {
 client.on("message", (m) => {
   const actions = m.resumeRun
     ? [
-        { label: "Resume on the GPU", run: () => files.open(m.resumeRun!, true, "webgpu") },
+        // "auto" takes the GPU if it came back and falls back to the CPU, saying so.
+        { label: "Resume", run: () => files.open(m.resumeRun!, true, "auto") },
         { label: "Resume on the CPU", run: () => files.open(m.resumeRun!, true, "wasm") },
       ]
     : [];

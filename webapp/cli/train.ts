@@ -5,6 +5,7 @@
 //
 // Options: --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
+// --f16 (weights stored as f16, as gallery files are),
 // --stats path.json (timings for the benchmark), --profile (after saving, time one
 // more step dispatch by dispatch and list the ops by time), --quiet.
 
@@ -12,10 +13,10 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { create, globals } from "webgpu";
-import { GpuBackend, createBackend, createTrainer, preset } from "../engine/index";
+import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
 import { splitCorpus, trainBatch } from "../engine/data";
 
-const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--stats path.json] [--profile] [--quiet]";
+const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--stats path.json] [--profile] [--quiet]";
 // Steps issued ahead of the one being read back; the backend bounds GPU work in flight itself.
 const WINDOW = 8;
 // Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
@@ -40,7 +41,7 @@ async function main(): Promise<void> {
       options: {
         preset: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
         "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
-        "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" },
+        "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
         stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" },
       },
     }).values;
@@ -111,7 +112,7 @@ async function main(): Promise<void> {
   const timedSteps = Math.max(0, steps - Math.min(WARMUP_STEPS, steps));
   const tokensPerSec = timedSteps > 0 ? (timedSteps * tokensPerStep) / elapsed : NaN;
 
-  writeFileSync(args.out, await trainer.save(!args["no-optimizer"]));
+  writeFileSync(args.out, writeCheckpoint(await trainer.checkpoint(!args["no-optimizer"]), { producer: "tinygpt-node", f16: args.f16 }));
   log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps`);
   let profile: { op: string; dispatches: number; workgroups: number; ms: number }[] | undefined;
   if (args.profile && backend instanceof GpuBackend) {

@@ -139,7 +139,7 @@ export class Session {
     const tokensPerStep = t.config.batch_size * t.model.block_size;
     const depth = t.backend.kind === "webgpu" ? 2 : 1;
     const times: { at: number; step: number }[] = [{ at: performance.now(), step: t.step }];
-    let segmentStart = performance.now();
+    const segmentStart = performance.now();
     let failure: { kind: "diverged" | "lost" | "error"; text: string } | null = null;
 
     const progress = (loss: number, val?: number): Progress => {
@@ -168,7 +168,10 @@ export class Session {
         let issued = base;
         for (;;) {
           while (this.running && !failure && issued < limit && queue.length < depth) {
-            queue.push(t.trainStep());
+            const step = t.trainStep();
+            // Awaited below; if an earlier step fails first, this one's failure is already handled.
+            step.catch(() => undefined);
+            queue.push(step);
             issued++;
           }
           if (!queue.length) break;
@@ -196,7 +199,6 @@ export class Session {
       failure = e instanceof DeviceLostError ? { kind: "lost", text: describe(e) } : { kind: "error", text: describe(e) };
     }
     this.elapsedMs += performance.now() - segmentStart;
-    segmentStart = performance.now();
     this.running = false;
 
     if (failure) return this.fail(failure.kind, failure.text);

@@ -119,12 +119,38 @@ function matmulPanel(out: usize, a: usize, b: usize, bias: usize, rowStride: i32
   }
 }
 
-/** dst[c, r] = src[r, c] for source rows r in [lo, hi); src is [rows, cols]. */
+/**
+ * dst[c, r] = src[r, c] for source rows r in [lo, hi); src is [rows, cols].
+ * 4x4 tiles are turned with shuffles; 16 source rows at a time fill whole
+ * 64-byte lines of dst, so its far-apart rows never share a half-written line.
+ */
 export function transpose(dst: usize, src: usize, rows: i32, cols: i32, lo: i32, hi: i32): void {
-  for (let r = lo; r < hi; r++) {
-    const s = at(src, r * cols);
-    for (let c = 0; c < cols; c++) store<f32>(at(dst, c * rows + r), load<f32>(at(s, c)));
+  let r = lo;
+  for (; r + 16 <= hi; r += 16) {
+    for (let c = 0; c < cols; c += 4) {
+      for (let rr = r; rr < r + 16; rr += 4) transpose4x4(dst, src, rows, cols, rr, c);
+    }
   }
+  for (; r + 4 <= hi; r += 4) {
+    for (let c = 0; c < cols; c += 4) transpose4x4(dst, src, rows, cols, r, c);
+  }
+  for (; r < hi; r++) {
+    for (let c = 0; c < cols; c++) store<f32>(at(dst, c * rows + r), load<f32>(at(src, r * cols + c)));
+  }
+}
+
+@inline function transpose4x4(dst: usize, src: usize, rows: i32, cols: i32, r: i32, c: i32): void {
+  const s = at(src, r * cols + c);
+  const stride = <usize>cols << 2;
+  const r0 = v128.load(s), r1 = v128.load(s + stride), r2 = v128.load(s + 2 * stride), r3 = v128.load(s + 3 * stride);
+  const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
+  const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
+  const d = at(dst, c * rows + r);
+  const dstride = <usize>rows << 2;
+  v128.store(d, v128.shuffle<f32>(t0, t1, 0, 1, 4, 5));
+  v128.store(d + dstride, v128.shuffle<f32>(t0, t1, 2, 3, 6, 7));
+  v128.store(d + 2 * dstride, v128.shuffle<f32>(t2, t3, 0, 1, 4, 5));
+  v128.store(d + 3 * dstride, v128.shuffle<f32>(t2, t3, 2, 3, 6, 7));
 }
 
 /** out[r, g*4..g*4+4] += sum over rows of x, for column groups g in [lo, hi): bias gradients. */
@@ -336,28 +362,29 @@ export function gelu_backward(dout: usize, x: usize, lo: i32, hi: i32): void {
   for (; t2 < n; t2++) store<f32>(at(dst, t2), dot(x, rows + <usize>t2 * stride, D) * scale);
 }
 
-/** y[0..D) (+)= sum_t2 w[t2] * rows[t2][0..D) for t2 in [0, n). */
-@inline function weightedRows(y: usize, w: usize, rows: usize, stride: usize, n: i32, D: i32, accumulate: bool): void {
+/** y[0..D) = sum_i w[i] * rows[i][0..D) for i in [0, n); weights are wStride bytes apart, rows `stride`. */
+@inline function weightedRows(y: usize, w: usize, wStride: usize, rows: usize, stride: usize, n: i32, D: i32): void {
   let d = 0;
   for (; d + 16 <= D; d += 16) {
     const o = <usize>d << 2;
-    let a0 = accumulate ? v128.load(y + o) : f32x4.splat(0), a1 = accumulate ? v128.load(y + o, 16) : f32x4.splat(0);
-    let a2 = accumulate ? v128.load(y + o, 32) : f32x4.splat(0), a3 = accumulate ? v128.load(y + o, 48) : f32x4.splat(0);
+    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
     let r = rows + o;
-    for (let t2 = 0; t2 < n; t2++) {
-      const s = v128.load32_splat(at(w, t2));
+    let pw = w;
+    for (let i = 0; i < n; i++) {
+      const s = v128.load32_splat(pw);
       a0 = f32x4.add(a0, f32x4.mul(s, v128.load(r)));
       a1 = f32x4.add(a1, f32x4.mul(s, v128.load(r, 16)));
       a2 = f32x4.add(a2, f32x4.mul(s, v128.load(r, 32)));
       a3 = f32x4.add(a3, f32x4.mul(s, v128.load(r, 48)));
       r += stride;
+      pw += wStride;
     }
     v128.store(y + o, a0); v128.store(y + o, a1, 16); v128.store(y + o, a2, 32); v128.store(y + o, a3, 48);
   }
   for (; d < D; d += 4) {
     const o = <usize>d << 2;
-    let a = accumulate ? v128.load(y + o) : f32x4.splat(0);
-    for (let t2 = 0; t2 < n; t2++) a = f32x4.add(a, f32x4.mul(v128.load32_splat(at(w, t2)), v128.load(rows + <usize>t2 * stride + o)));
+    let a = f32x4.splat(0);
+    for (let i = 0; i < n; i++) a = f32x4.add(a, f32x4.mul(v128.load32_splat(w + <usize>i * wStride), v128.load(rows + <usize>i * stride + o)));
     v128.store(y + o, a);
   }
 }
@@ -366,12 +393,6 @@ export function gelu_backward(dout: usize, x: usize, lo: i32, hi: i32): void {
   let s = f32x4.splat(0);
   for (let d = 0; d < D; d += 4) s = f32x4.add(s, f32x4.mul(v128.load(at(a, d)), v128.load(at(b, d))));
   return hsum(s);
-}
-
-/** y[0..D) += s * x[0..D) */
-@inline function axpy(y: usize, s: f32, x: usize, D: i32): void {
-  const sv = f32x4.splat(s);
-  for (let d = 0; d < D; d += 4) v128.store(at(y, d), f32x4.add(v128.load(at(y, d)), f32x4.mul(sv, v128.load(at(x, d)))));
 }
 
 /** row[0..n) = softmax(row[0..n)) in place. */
@@ -406,36 +427,39 @@ export function attention_forward(out: usize, att: usize, q: usize, k: usize, v:
       const row = at(att, (item * T + t) * T);
       dotRows(row, at(q, base + t * C), at(k, base), stride, t + 1, D, scale);
       softmaxRow(row, t + 1);
-      weightedRows(at(out, base + t * C), row, at(v, base), stride, t + 1, D, false);
+      weightedRows(at(out, base + t * C), row, 4, at(v, base), stride, t + 1, D);
     }
   }
 }
 
-/** dq, dk, dv must start at zero; scratch holds T floats per item. */
+/**
+ * Writes dq, dk, dv (no need to clear them) and overwrites att with the score
+ * gradients; scratch holds T floats per item. dv and dk are gathered per key
+ * over the att column (all queries that saw that key), so every output row is
+ * summed in registers and written once.
+ */
 export function attention_backward(dq: usize, dk: usize, dv: usize, scratch: usize, dout: usize, q: usize, k: usize,
   v: usize, att: usize, T: i32, C: i32, H: i32, scale: f32, lo: i32, hi: i32): void {
   const D = C / H;
   const stride = <usize>C << 2;
+  const column = <usize>T << 2;
   for (let item = lo; item < hi; item++) {
     const base = (item / H) * T * C + (item % H) * D;
+    const a0 = at(att, item * T * T);
+    for (let t2 = 0; t2 < T; t2++) {
+      weightedRows(at(dv, base + t2 * C), at(a0, t2 * T + t2), column, at(dout, base + t2 * C), stride, T - t2, D);
+    }
     const datt = at(scratch, item * T);
     for (let t = 0; t < T; t++) {
-      const row = at(att, (item * T + t) * T);
-      const dt = at(dout, base + t * C);
-      dotRows(datt, dt, at(v, base), stride, t + 1, D, 1);
+      const row = at(a0, t * T);
+      dotRows(datt, at(dout, base + t * C), at(v, base), stride, t + 1, D, 1);
       let dsum: f32 = 0;
-      for (let t2 = 0; t2 <= t; t2++) {
-        const p = load<f32>(at(row, t2));
-        dsum += p * load<f32>(at(datt, t2));
-        axpy(at(dv, base + t2 * C), p, dt, D);
-      }
-      const qt = at(q, base + t * C);
-      for (let t2 = 0; t2 <= t; t2++) {
-        const ds = load<f32>(at(row, t2)) * (load<f32>(at(datt, t2)) - dsum) * scale;
-        store<f32>(at(datt, t2), ds);
-        axpy(at(dk, base + t2 * C), ds, qt, D);
-      }
-      weightedRows(at(dq, base + t * C), datt, at(k, base), stride, t + 1, D, true);
+      for (let t2 = 0; t2 <= t; t2++) dsum += load<f32>(at(row, t2)) * load<f32>(at(datt, t2));
+      for (let t2 = 0; t2 <= t; t2++) store<f32>(at(row, t2), load<f32>(at(row, t2)) * (load<f32>(at(datt, t2)) - dsum) * scale);
+      weightedRows(at(dq, base + t * C), row, 4, at(k, base), stride, t + 1, D);
+    }
+    for (let t2 = 0; t2 < T; t2++) {
+      weightedRows(at(dk, base + t2 * C), at(a0, t2 * T + t2), column, at(q, base + t2 * C), stride, T - t2, D);
     }
   }
 }

@@ -137,6 +137,9 @@ test("helpers that fail to start leave a working single-thread backend", async (
   assert.equal(b.device, "1 thread, SIMD");
   checkCurve(await train(b));
   b.dispose();
+  const refused = await backend({ threads: 3, spawn: () => { throw new Error("blocked by policy"); } });
+  assert.equal(refused.device, "1 thread, SIMD");
+  refused.dispose();
 });
 
 test("bad input is refused with a message saying what and where", async () => {

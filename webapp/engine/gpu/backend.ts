@@ -14,6 +14,7 @@ import { F32_KERNELS, type KernelTable } from "./kernels";
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
 const PARTIALS_MAX = 1024;
+const LOST_GRACE_MS = 2000;
 
 export interface GpuBackendOptions {
   gpu?: GPU;
@@ -67,6 +68,7 @@ export class GpuBackend implements Backend {
     this.watch = new DeviceWatch(this.gpu);
     this.lost = this.watch.lost;
     this.layout = gpuLayout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
+    if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
     const paramBuf = (label: string) => this.buffer(label, this.layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
     this.bufs = { params: paramBuf("params"), grads: paramBuf("grads"), m: paramBuf("adam m"), v: paramBuf("adam v") };
     this.trainGraph = new Graph(this.gpu, model, this.layout, this.bufs, train.batch_size, true);
@@ -157,9 +159,10 @@ export class GpuBackend implements Backend {
           this.staging.push(staging);
           return out;
         },
-        (e) => {
-          this.watch.check();
-          throw e;
+        async (e) => {
+          // A failed map is almost always the device going away; its lost promise may settle a moment later.
+          const lost = await Promise.race([this.lost, new Promise<null>((resolve) => setTimeout(() => resolve(null), LOST_GRACE_MS))]);
+          throw lost ?? e;
         },
       ),
     );

@@ -59,7 +59,8 @@ export class DeviceWatch {
   constructor(device: GPUDevice) {
     this.lost = device.lost.then((info) => {
       const err = new DeviceLostError(info.message || info.reason || "unknown reason");
-      this.failure ??= err;
+      // Errors raised while the device was going away are symptoms: report the loss.
+      this.failure = err;
       return err;
     });
     device.addEventListener("uncapturederror", (ev) => {

@@ -96,6 +96,8 @@ export class Graph {
   }
 
   private alloc(label: string, floats: number): GPUBuffer {
+    const limit = this.device.limits.maxStorageBufferBindingSize;
+    if (floats * 4 > limit) throw new Error(`the ${label} activations need ${((floats * 4) / 2 ** 20).toFixed(0)} MiB, more than this GPU binds at once (${(limit / 2 ** 20).toFixed(0)} MiB): use a smaller batch or model`);
     const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil((floats * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.owned.push(b);
     return b;

@@ -1,0 +1,51 @@
+// The Trainer's host-side parts: the split, the batches, the schedule (against
+// the reference's recorded learning rates) and token picking.
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { splitCorpus, trainBatch, valBatch } from "../data";
+import { learningRate } from "../model";
+import { pickToken } from "../sample";
+import { Rng } from "../rng";
+import { fixture, readJson } from "./fixtures";
+import type { TrainConfig } from "../types";
+
+const text = new TextEncoder().encode("It was the best of times, it was the worst of times. ".repeat(20));
+
+test("the last tenth of the corpus is validation; batches are next-byte pairs, fixed by (seed, step)", () => {
+  const split = splitCorpus(text, 8);
+  assert.equal(split.val.length, Math.floor(text.length * 0.1));
+  assert.equal(split.train.length + split.val.length, text.length);
+  assert.deepEqual(split.val, text.subarray(text.length - split.val.length));
+  const a = trainBatch(split, 4, 8, 1, 5);
+  assert.deepEqual(a, trainBatch(split, 4, 8, 1, 5));
+  assert.notDeepEqual(a.x, trainBatch(split, 4, 8, 1, 6).x);
+  for (let b = 0; b < 4; b++) for (let t = 0; t < 7; t++) assert.equal(a.y[b * 8 + t], a.x[b * 8 + t + 1]);
+  const v = valBatch(split, 4, 8, 1, 0);
+  const inVal = (tok: number) => split.val.includes(tok);
+  assert.ok([...v.x].every(inVal));
+});
+
+test("corpora that are empty, too small or too large are refused with a reason", () => {
+  assert.throws(() => splitCorpus(new Uint8Array(0), 8), /the corpus is empty/);
+  assert.throws(() => splitCorpus(text.subarray(0, 50), 64), /needs at least \d+ bytes/);
+  assert.throws(() => splitCorpus(new Uint8Array(64 * 2 ** 20 + 1), 8), /over the \d+-byte limit/);
+});
+
+const golden = fixture("golden_tiny.json");
+test("the learning-rate schedule matches the reference's recorded rates", { skip: golden ? false : "no golden fixture" }, () => {
+  const g = readJson<{ train: TrainConfig; steps: { lr: number }[] }>(golden!);
+  g.steps.forEach((s, i) => assert.ok(Math.abs(learningRate(g.train, i) - s.lr) <= 1e-12 * s.lr, `step ${i}: ${learningRate(g.train, i)} vs ${s.lr}`));
+});
+
+test("greedy picks the argmax; top-k keeps sampling inside the k best", () => {
+  const logits = Float32Array.from([0.1, 2.5, -1, 2.4, 0]);
+  const rng = new Rng(3);
+  assert.equal(pickToken(logits, 0, 0, rng), 1);
+  assert.equal(pickToken(logits, 1, 1, rng), 1);
+  const seen = new Set<number>();
+  for (let i = 0; i < 200; i++) seen.add(pickToken(logits, 5, 2, rng));
+  assert.deepEqual([...seen].sort(), [1, 3]);
+  const wide = new Set<number>();
+  for (let i = 0; i < 500; i++) wide.add(pickToken(logits, 5, 0, rng));
+  assert.equal(wide.size, 5);
+});
