@@ -10,22 +10,23 @@ from appdriver import configure, loss_table, open_app, sample, wait_for, wait_st
 def test_diverging_loss_stops_and_keeps_last_good_checkpoint(open_page, browser_no_webgpu):
     visit = open_app(open_page, browser_no_webgpu)
     page = visit.page
-    # Tiny's shape with the highest learning rate the form allows: Adam blows up within a few dozen steps.
-    configure(page, steps=400, eval_every=1000, save_every=2, batch=16, block=64)
-    page.fill("#c-lr", "0.1")
+    # Tiny's shape at a learning rate of 1 (the form's maximum): once warm-up has ramped it
+    # up, Adam's steps of about lr per weight throw the model far past uniform guessing.
+    configure(page, steps=400, eval_every=1000, save_every=5, batch=16, block=64)
+    page.fill("#c-lr", "1")
     page.click("#btn-start")
     error = page.locator("#messages .message-error")
-    wait_for(lambda: error.count() > 0, 120, "training to stop on a diverging loss", page)
+    wait_for(lambda: error.count() > 0, 150, "training to stop on a diverging loss", page)
     text = error.first.inner_text()
-    found = re.search(r"the loss became (\S+?),? .*at step (\d+)\. The last good checkpoint \(step (\d+)\) is kept", text)
+    found = re.search(r"the loss became .* at step (\d+)\. The last good checkpoint \(step (\d+)\) is kept", text)
     assert found, text
-    bad_step, kept = int(found[2]), int(found[3])
-    assert kept % 2 == 0 and kept < bad_step
+    bad_step, kept = int(found[1]), int(found[2])
+    assert kept % 5 == 0 and kept < bad_step
     wait_state(page, "ready", 60)
     expect(page.locator("#stat-step")).to_have_text(re.compile(rf"^{kept}\b"))
-    # The kept model is sound: finite history up to its step, and it still samples.
+    # The kept model is sound: its history ends at its step, and it still samples.
     rows = loss_table(page)
     assert [r[0] for r in rows] == list(range(1, kept + 1))
-    text, _ = sample(page, "a", temperature=1.0, top_k=0, length=20, timeout=30)
-    assert len(text) > 1
+    sampled, _ = sample(page, "a", temperature=1.0, top_k=0, length=20, timeout=30)
+    assert len(sampled) > 1
     assert visit.problems() == []

@@ -41,7 +41,7 @@ def test_tiny_trains_on_webgpu(open_page, browser):
     wait_step(page, 3, 120)
     expect(badge).to_be_visible()
     expect(badge).to_have_text(re.compile(r"^GPU active · [\d.]+k? tok/s$"))
-    wait_state(page, "ready", 400)
+    wait_state(page, "ready", 540)
     expect(badge).to_be_hidden()
     assert_learned(loss_table(page), STEPS)
     text, updates = sample(page, "ROMEO:", temperature=0.8, top_k=40, length=16, timeout=120)

@@ -64,7 +64,7 @@ export class Setup {
     if (model.n_embd % model.n_head !== 0) throw new Error(`Width ${model.n_embd} must divide evenly by Heads ${model.n_head}.`);
     checkModelConfig(model);
     const lr = Number($<HTMLInputElement>("#c-lr").value);
-    if (!(lr > 0 && lr <= 0.1)) throw new Error("Learning rate must be above 0 and at most 0.1.");
+    if (!(lr > 0 && lr <= 1)) throw new Error("Learning rate must be above 0 and at most 1.");
     return { model, train: defaultTrainConfig(intField("c-batch_size", "Batch", 1, 256), lr) };
   }
 
