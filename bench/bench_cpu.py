@@ -132,6 +132,25 @@ def cpu_name() -> str:
     return platform.processor() or "unknown"
 
 
+def plot_fields(doc: dict) -> dict:
+    """The speedup page's view (tinygpt/build/plots.py) of a finished run: tokens/s per preset and backend."""
+    def label(r):
+        if r["backend"] == "numpy":
+            return "numpy reference (BLAS threads)"
+        name = {"wasm": "WebAssembly", "torch": "PyTorch eager"}[r["backend"]]
+        return f"{name}, {r['threads']} thread{'s' if r['threads'] > 1 else ''}"
+    series = {}
+    for r in doc["results"]:
+        series.setdefault(label(r), []).append({"x": r["preset"], "y": round(r["tokens_per_s"], 1)})
+    hw = doc["hardware"]
+    return {
+        "hardware": f"{hw['cpu']} ({hw['logical_cpus']} logical CPUs)" + (f"; {doc['note']}" if doc["note"] else ""),
+        "x_label": "preset",
+        "series": [{"name": name, "unit": "tokens/s", "points": points} for name, points in series.items()],
+        "rows": [{"preset": r["preset"], "threads": r["threads"], "WASM / PyTorch": round(r["wasm_over_torch"], 3)} for r in doc["ratios"]],
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default="tiny,small")
@@ -180,7 +199,8 @@ def main():
         print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f}")
     node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
     doc = {
-        "what": "training tokens/s per preset on the CPU: WebAssembly backend (Node), numpy reference, PyTorch eager",
+        "benchmark": "train_cpu",
+        "title": "Training throughput on the CPU: WebAssembly backend (Node), numpy reference, PyTorch eager",
         "command": "python bench/bench_cpu.py " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},
@@ -189,6 +209,7 @@ def main():
         "results": results,
         "ratios": ratios,
     }
+    doc.update(plot_fields(doc))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(doc, indent=2) + "\n")
     print(f"wrote {args.out}")

@@ -139,6 +139,23 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
             "device": torch.cuda.get_device_name(), "torch": torch.__version__}
 
 
+def plot_fields(doc: dict) -> dict:
+    """The speedup page's view (tinygpt/build/plots.py) of a finished run."""
+    rows = doc["results"]
+    def points(key):
+        return [{"x": r["preset"], "y": round(r[key]["tokens_per_s"], 1)} for r in rows if r[key] and "tokens_per_s" in r[key]]
+    return {
+        "hardware": f"{doc['gpu']} (WebGPU adapter: {doc['webgpu_adapter']})",
+        "x_label": "preset",
+        "series": [
+            {"name": "WebGPU backend (Dawn in Node)", "unit": "tokens/s", "points": points("webgpu")},
+            {"name": "PyTorch eager fp32", "unit": "tokens/s", "points": points("pytorch_eager_fp32")},
+            {"name": "WebGPU / PyTorch", "unit": "ratio", "points": [{"x": r["preset"], "y": round(r["ratio"], 3)} for r in rows if "ratio" in r]},
+        ],
+        "rows": [{"preset": r["preset"], "params": r["params"], "WebGPU ms/step": round(r["webgpu"]["ms_per_step"], 2)} for r in rows if "ms_per_step" in r["webgpu"]],
+    }
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
@@ -177,7 +194,8 @@ def main():
                     line += f"\n  {side} error: {r['error']}"
             print(line, flush=True)
     out = {
-        "benchmark": "training tokens/s per preset: WebGPU backend (Node + Dawn) vs PyTorch eager fp32, TF32 off",
+        "benchmark": "train_gpu",
+        "title": "Training throughput on the GPU: WebGPU backend (Node + Dawn) vs PyTorch eager fp32, TF32 off",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"machine": platform.machine(), "system": platform.platform(), "python": platform.python_version()},
         "gpu": next((r["pytorch_eager_fp32"]["device"] for r in results if r["pytorch_eager_fp32"] and "device" in r["pytorch_eager_fp32"]), None),
@@ -186,6 +204,7 @@ def main():
         "command": "python bench/bench_train.py " + " ".join(sys.argv[1:]),
         "results": results,
     }
+    out.update(plot_fields(out))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {args.out}")
