@@ -9,7 +9,7 @@ import { type GpuContext, DeviceWatch, requestGpu } from "./device";
 import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
 import { type Dispatch, Pipelines, Recorder, encode } from "./recorder";
-import { F32_KERNELS, type KernelTable } from "./kernels";
+import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
@@ -25,6 +25,10 @@ export interface GpuBackendOptions {
 
 export async function createGpuBackend(model: ModelConfig, train: TrainConfig, opts: GpuBackendOptions = {}): Promise<GpuBackend> {
   checkModelConfig(model);
+  const headDim = model.n_embd / model.n_head;
+  if (!(headDim <= MAX_HEAD_DIM)) {
+    throw new Error(`model config: the WebGPU backend supports heads up to ${MAX_HEAD_DIM} wide; ${model.n_embd} / ${model.n_head} = ${headDim}. Use more heads.`);
+  }
   const ctx = await requestGpu(opts.gpu, opts.adapter);
   try {
     const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train);

@@ -14,6 +14,9 @@ import attention from "../../../shaders/attention.wgsl";
 import crossentropy from "../../../shaders/crossentropy.wgsl";
 import optimizer from "../../../shaders/optimizer.wgsl";
 
+/** The attention kernels keep a head's row in registers sized by the shader's own MAX_D. */
+export const MAX_HEAD_DIM = Number(/const MAX_D = (\d+)u;/.exec(attention)?.[1]);
+
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;
 

@@ -118,3 +118,9 @@ test("WebGPU backend reproduces the golden 20-step run", { skip: noGpu ?? (path 
     backend.dispose();
   }
 });
+
+test("heads wider than the attention kernels hold are refused before any GPU work", async () => {
+  const model: ModelConfig = { vocab_size: 256, n_layer: 1, n_embd: 256, n_head: 1, block_size: 8 };
+  const g = readJson<Golden>(path!);
+  await assert.rejects(createGpuBackend(model, g.train, { gpu }), /heads up to 128 wide; 256 \/ 1 = 256/);
+});
