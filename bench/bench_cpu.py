@@ -200,7 +200,7 @@ def main():
     node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
     doc = {
         "benchmark": "train_cpu",
-        "title": "Training throughput on the CPU: WebAssembly backend (Node), numpy reference, PyTorch eager",
+        "title": "Training speed on the CPU: WebAssembly backend, numpy reference, PyTorch eager",
         "command": "python bench/bench_cpu.py " + " ".join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},

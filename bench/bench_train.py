@@ -195,7 +195,7 @@ def main():
             print(line, flush=True)
     out = {
         "benchmark": "train_gpu",
-        "title": "Training throughput on the GPU: WebGPU backend (Node + Dawn) vs PyTorch eager fp32, TF32 off",
+        "title": "Training speed on the GPU: WebGPU backend vs PyTorch eager fp32 (TF32 off)",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"machine": platform.machine(), "system": platform.platform(), "python": platform.python_version()},
         "gpu": next((r["pytorch_eager_fp32"]["device"] for r in results if r["pytorch_eager_fp32"] and "device" in r["pytorch_eager_fp32"]), None),
