@@ -19,6 +19,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from machine import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -122,14 +123,6 @@ def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
     return timed(step, n, seconds)
 
 
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def plot_fields(doc: dict) -> dict:

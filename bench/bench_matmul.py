@@ -16,7 +16,6 @@ import argparse
 import datetime
 import json
 import os
-import platform
 import statistics
 import sys
 import time
@@ -29,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 
 from tinygpt import gpu  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "matmul"
 
@@ -144,8 +144,7 @@ def preset_shapes():
 
 
 def hardware(torch) -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    cpu = cpu_name()
     parts = [f"WebGPU adapter: {gpu.describe()} via wgpu-py", f"CPU: {cpu} x{os.cpu_count()} (numpy)"]
     if torch:
         parts.append(f"cuBLAS: {torch.cuda.get_device_name()} (torch {torch.__version__})")

@@ -27,18 +27,11 @@ sys.path.insert(0, str(ROOT))
 from tinygpt import model  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from tinygpt.train import Trainer, TrainConfig  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "reference_cpu.json"
 
 
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def timed(step, min_seconds: float) -> tuple[int, float]:
@@ -138,7 +131,7 @@ def main():
                   flush=True)
         results.append(row)
 
-    host = {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
+    host = {"cpu": cpu_name(), "cores": os.cpu_count(), "python": platform.python_version(),
             "numpy": np.__version__, "torch": torch_version,
             "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default")}
     # Other work on the machine slows numpy's BLAS threads a lot: record how busy it was.

@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tinygpt.build import content, pages  # noqa: E402
+from machine import cpu_name  # noqa: E402
 
 ANCHORS = {"Hugo": 0.17, "Eleventy": 0.48}  # ms/page, quoted by the issue for 4,000 Markdown files
 TARGET_MS = 0.5
@@ -119,9 +120,7 @@ def time_full_build() -> float:
 
 
 def hardware() -> str:
-    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                if line.startswith("model name")), platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return f"{cpu_name()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def main():

@@ -10,7 +10,7 @@ import re
 import numpy as np
 from playwright.sync_api import expect
 
-from appdriver import LN_VOCAB, configure, loss_table, open_app, sample, wait_for, wait_state, wait_step
+from appdriver import LN_VOCAB, configure, loss_table, open_app, sample, wait_state, wait_step
 from tinygpt import checkpoint
 from tinygpt.train import evaluate, split
 
