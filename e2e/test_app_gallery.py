@@ -1,17 +1,26 @@
-"""A gallery model loads in the app and samples (skipped, saying so, while the
+"""A gallery model loads in the app and samples, and trains further on a
+bundled text from its weights, step and history (skipped, saying so, while the
 gallery is empty)."""
 import json
 
 import pytest
 from playwright.sync_api import expect
 
-from appdriver import open_app, sample, wait_state
+from appdriver import LN_VOCAB, loss_table, open_app, sample, wait_for, wait_state
+from tinygpt import checkpoint
+
+MORE_STEPS = 4
 
 
-def test_gallery_model_loads_and_samples(open_page, browser_no_webgpu, dist):
+def gallery_models(dist) -> list[dict]:
     models = json.loads((dist / "gallery" / "manifest.json").read_text())["models"]
     if not models:
         pytest.skip("gallery/manifest.json lists no models yet")
+    return models
+
+
+def test_gallery_model_loads_and_samples(open_page, browser_no_webgpu, dist):
+    models = gallery_models(dist)
     visit = open_app(open_page, browser_no_webgpu)
     page = visit.page
     expect(page.locator("#gallery")).to_be_visible()
@@ -21,4 +30,52 @@ def test_gallery_model_loads_and_samples(open_page, browser_no_webgpu, dist):
     expect(page.locator("#messages")).to_contain_text(f"Loaded {models[0]['title']}")
     text, updates = sample(page, "The ", temperature=0.8, top_k=40, length=60, timeout=60)
     assert text.startswith("The ") and len(text) > 30 and updates > 5
+    assert visit.problems() == []
+
+
+def test_gallery_model_trains_further_on_a_bundled_text(open_page, browser_no_webgpu, dist):
+    model = gallery_models(dist)[0]
+    saved = checkpoint.load((dist / "gallery" / model["file"]).read_bytes())
+    start = saved.trainer["step"]
+    assert start == model["steps"] and saved.history[-1]["step"] == start
+    visit = open_app(open_page, browser_no_webgpu)
+    page = visit.page
+    page.select_option("#gallery-select", model["id"])
+    page.click("#btn-gallery")
+    wait_state(page, "ready", 60)
+
+    # The size controls show the loaded model's shape, locked until Reset.
+    expect(page.locator("#loaded-shape")).to_be_visible()
+    expect(page.locator(f"input[name=preset][value={model['preset']}]")).to_be_checked()
+    expect(page.locator("input[name=preset][value=custom]")).to_be_disabled()
+
+    page.check("input[name=corpus-source][value=bundled]")
+    page.select_option("#corpus-select", model["corpus"])
+    page.fill("#steps", str(start + MORE_STEPS))
+    page.fill("#eval-every", str(MORE_STEPS))
+    page.fill("#save-every", str(MORE_STEPS))
+    page.select_option("#backend", "wasm")
+    page.click("#btn-start")
+    wait_for(lambda: page.locator("#save-status").get_attribute("data-step") == str(start + MORE_STEPS), 120,
+             f"the checkpoint of step {start + MORE_STEPS}", page)
+    wait_state(page, "ready", 60)
+    expect(page.locator("#stat-step")).to_have_text(f"{start + MORE_STEPS} / {start + MORE_STEPS}")
+
+    rows = loss_table(page)
+    assert [r[0] for r in rows] == list(range(1, start + MORE_STEPS + 1)), "the new steps follow the file's"
+    for (s, train, _), kept in zip(rows[:start], saved.history):
+        assert s == kept["step"] and abs(train - kept["train"]) < 1e-3
+    new = [train for s, train, _ in rows[start:]]
+    # A fresh model would start near ln 256; a loss far below it means the weights came along.
+    assert new[0] < 3.0 < LN_VOCAB, f"first new loss {new[0]:.3f}"
+    assert rows[-1][2] is not None, "validated at the target step"
+
+    # The continued run is a saved run like any other, and Reset returns to a fresh model.
+    entry = page.locator("#checkpoint-list li")
+    expect(entry).to_have_count(1, timeout=30_000)
+    expect(entry).to_contain_text(f"step {start + MORE_STEPS}")
+    expect(page.locator("#loaded-shape")).to_be_hidden()
+    page.click("#btn-reset")
+    wait_state(page, "empty", 30)
+    expect(page.locator("input[name=preset][value=custom]")).to_be_enabled()
     assert visit.problems() == []

@@ -31,6 +31,11 @@ function button(id: string): HTMLButtonElement {
   return $<HTMLButtonElement>(`#${id}`);
 }
 
+/** A model loaded from a file, with no run yet: Start trains it further. */
+function fromFile(): boolean {
+  return status !== null && status.model !== null && status.runId === null;
+}
+
 function applyStatus(s: Status): void {
   status = s;
   root.dataset.state = s.state;
@@ -46,6 +51,7 @@ function applyStatus(s: Status): void {
   button("btn-export").disabled = !(s.state === "ready" && loaded);
   for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
   progress.setStatus(s);
+  setup.showLoaded(fromFile() ? s.model : null, s.step);
   if (idle) measureSelection();
 }
 
@@ -84,7 +90,8 @@ async function start(): Promise<void> {
   clearTimeout(measureTimer);
   try {
     const text = await corpus.read();
-    progress.history([]);
+    // A fresh model starts a new curve; a model trained further gets its history back from the worker.
+    if (!fromFile()) progress.history([]);
     client.send({ type: "start", settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
     files.persist();
   } catch (e) {

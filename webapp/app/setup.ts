@@ -13,6 +13,8 @@ function intField(id: string, label: string, min: number, max: number): number {
   return v;
 }
 
+const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
+
 export class Setup {
   readonly measured = new Map<string, number>();
 
@@ -46,6 +48,26 @@ export class Setup {
       input.checked = true;
       $("#custom").hidden = id !== "custom";
     }
+  }
+
+  /**
+   * Shows a loaded model's shape and locks the shape controls, so Start trains
+   * that model further instead of replacing it; null unlocks them. Steps, a
+   * target step count, is raised above the model's step when it is not already.
+   */
+  showLoaded(model: ModelConfig | null, step: number): void {
+    const locked = model !== null;
+    if (model) {
+      const same = (m: ModelConfig) => SHAPE.every((k) => m[k] === model[k]);
+      const match = presets().find((p) => same(p.model));
+      this.selectPreset(match?.id ?? "custom");
+      if (!match) for (const k of SHAPE) $<HTMLInputElement>(`#c-${k}`).value = String(model[k]);
+      this.describeCustom();
+      const steps = $<HTMLInputElement>("#steps");
+      if (Number(steps.value) <= step) steps.value = String(step + Number(steps.defaultValue));
+    }
+    for (const input of document.querySelectorAll<HTMLInputElement>(`input[name=preset], ${SHAPE.map((k) => `#c-${k}`).join(", ")}`)) input.disabled = locked;
+    $("#loaded-shape").hidden = !locked;
   }
 
   /** The chosen model and training config; throws with a readable message for a bad custom shape. */

@@ -35,6 +35,9 @@ export class Session {
   private stopSampling = false;
   private lastSaved = -1;
   private elapsedMs = 0;
+  // A model loaded from a file with no run of its own (an import or a gallery
+  // model): Start trains it further from these bytes on the chosen text.
+  private imported: { name: string; bytes: Uint8Array; adam: boolean } | null = null;
 
   readonly backends: Backends;
 
@@ -76,6 +79,7 @@ export class Session {
     this.releaseLock();
     this.releaseLock = () => {};
     this.runId = null;
+    this.imported = null;
     this.canTrain = false;
     this.lastSaved = -1;
     this.elapsedMs = 0;
@@ -102,13 +106,24 @@ export class Session {
     return true;
   }
 
+  /** A new run: a fresh model, or the loaded file's model trained further (its step and history go on). */
   async start(settings: RunSettings, name: string, corpus: Uint8Array): Promise<void> {
+    const imported = this.imported;
+    const from = this.trainer?.step ?? 0;
+    if (imported && settings.steps <= from) {
+      this.say("warn", `${imported.name} is already at step ${from}; raise Steps above it to train further.`);
+      return this.setState(this.state); // the page disabled Start until it hears back
+    }
     const previous = this.state;
     this.setState("loading");
     let trainer: GPTTrainer | null = null;
     try {
-      const backend = await this.backends.get(settings.backend, settings.model, settings.train);
-      trainer = await createTrainer(backend, settings.model, settings.train, { producer: PRODUCER });
+      if (imported) {
+        trainer = await loadTrainer(imported.bytes, (model, train) => this.backends.get(settings.backend, model, train), settings.train, { producer: PRODUCER });
+      } else {
+        const backend = await this.backends.get(settings.backend, settings.model, settings.train);
+        trainer = await createTrainer(backend, settings.model, settings.train, { producer: PRODUCER });
+      }
       await trainer.setCorpus(name, corpus);
     } catch (e) {
       trainer?.dispose();
@@ -124,6 +139,7 @@ export class Session {
     } catch (e) {
       this.say("warn", `Could not keep a copy of the text in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
     }
+    if (imported) this.say("info", `Training ${imported.name} further from step ${from} on ${name}${imported.adam ? ", with its saved optimizer state" : "; the file has no optimizer state, so Adam starts afresh"}.`);
     await this.train(settings.steps, settings.intervals);
   }
 
@@ -285,7 +301,7 @@ export class Session {
     }
     if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
     this.target = Math.max(steps, trainer.step);
-    if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it can be sampled and exported but not trained further."}`);
+    if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it cannot resume; export it and import the file to train it further on a text you choose."}`);
     if (train && canTrain) await this.train(steps, intervals);
     else this.setState("ready");
   }
@@ -296,8 +312,9 @@ export class Session {
 
   /** An exported or gallery model: checked fully before the current one is replaced. */
   async import(name: string, bytes: Uint8Array, choice: BackendChoice): Promise<void> {
+    let adam: boolean;
     try {
-      readCheckpoint(bytes);
+      adam = readCheckpoint(bytes).m !== undefined;
     } catch (e) {
       this.say("error", `${name} was refused: ${describe(e)}. The current model is unchanged.`);
       return;
@@ -313,8 +330,9 @@ export class Session {
       return;
     }
     await this.adopt(trainer, null, false);
+    this.imported = { name, bytes, adam };
     this.target = trainer.step;
-    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide.`);
+    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Start; Reset for a fresh model.`);
     this.setState("ready");
   }
 
