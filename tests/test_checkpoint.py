@@ -219,6 +219,8 @@ def v2_rejections():
         "bool as int": (["config", "n_layer"], True, "positive integer"),
         "bad trainer": (["trainer", "step"], -1, "trainer"),
         "bad trainer config": (["trainer", "config", "lr"], "fast", "TrainConfig"),
+        "adam_step beyond step": (["trainer", "adam_step"], 10**6, "adam_step"),
+        "adam_step not int": (["trainer", "adam_step"], 1.5, "adam_step"),
         "trainer without config": (["trainer", "config"], None, "TrainConfig"),
         "bad history": (["history"], [{"step": 1}], "history[0]"),
         "bad dataset": (["dataset"], {"name": 1}, "dataset"),
@@ -229,10 +231,17 @@ def v2_rejections():
     }
     for label, (path, value, message) in edits.items():
         cases[label] = (with_header(good, lambda hd, p=path, v=value: set_path(hd, p, v)), message)
+    cases["adam_step without moments"] = (with_header(v2_bytes(), lambda hd: set_path(hd, ["trainer", "adam_step"], 0)),
+                                          "no Adam moments")
     cases["missing tensor"] = (with_header(good, lambda hd: hd["tensors"].pop()), "tensor entries")
     cases["weights mixed f16/f32"] = (with_header(v2_bytes(dtype="f16"), lambda hd: set_path(hd, ["tensors", 0, "dtype"], "f32")),
                                       "nbytes")
     return cases
+
+
+def test_adam_step_beside_moments_is_kept():
+    buf = with_header(v2_bytes(optimizer=True), lambda hd: set_path(hd, ["trainer", "adam_step"], 1))
+    assert checkpoint.load(buf).trainer["adam_step"] == 1
 
 
 @pytest.mark.parametrize("label", list(v2_rejections()))

@@ -258,6 +258,12 @@ def _read_v2(buf: bytes, header: dict, header_end: int) -> Checkpoint:
     if trainer is not None:
         if not isinstance(trainer, dict) or not _is_int(trainer.get("step")) or trainer["step"] < 0:
             _fail(f"header.trainer must be null or have a non-negative integer step, got {trainer!r}")
+        adam_step = trainer.get("adam_step")
+        if adam_step is not None:
+            if not _is_int(adam_step) or not 0 <= adam_step <= trainer["step"]:
+                _fail(f"header.trainer.adam_step must be an integer between 0 and step {trainer['step']}, got {adam_step!r}")
+            if per_model != 3:
+                _fail("header.trainer.adam_step is set but the file has no Adam moments")
         tc = trainer.get("config")
         if not (isinstance(tc, dict) and all(_is_number(tc.get(k)) for k in TRAIN_CONFIG_FIELDS)):
             _fail(f"header.trainer.config must be a TrainConfig with numbers for {list(TRAIN_CONFIG_FIELDS)}")

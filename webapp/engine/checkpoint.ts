@@ -16,6 +16,8 @@ export interface Checkpoint {
   m?: Float32Array;
   v?: Float32Array;
   step: number;
+  /** Steps the Adam moments have seen, when fewer than `step` (training continued from a file without them). */
+  adamStep?: number;
   train: TrainConfig | null;
   history: HistoryPoint[];
   dataset: DatasetInfo | null;
@@ -73,7 +75,7 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
     config: { vocab_size: c.model.vocab_size, n_layer: c.model.n_layer, n_embd: c.model.n_embd, n_head: c.model.n_head, block_size: c.model.block_size },
     tokenizer: { type: "bytes", vocab_size: c.model.vocab_size },
     tensors: parts.map((p) => p.entry),
-    trainer: c.train ? { step: c.step, config: c.train } : null,
+    trainer: c.train ? { step: c.step, ...(withOpt && c.adamStep !== undefined && c.adamStep !== c.step ? { adam_step: c.adamStep } : {}), config: c.train } : null,
     history: c.history.map((h) => (h.val === undefined ? { step: h.step, train: h.train } : { step: h.step, train: h.train, val: h.val })),
     dataset: c.dataset,
     provenance,
@@ -192,13 +194,20 @@ function readV2(bytes: Uint8Array, view: DataView, h: Record<string, unknown>, h
   const v = hasV ? gather(FMT.optimizer_prefixes.v) : undefined;
   if ((m === undefined) !== (v === undefined)) throw new CheckpointError("Adam moments are incomplete: one of m, v is present without the other");
   let step = 0;
+  let adamStep: number | undefined;
   let train: TrainConfig | null = null;
   if (isObject(h.trainer)) {
     if (!Number.isInteger(h.trainer.step) || (h.trainer.step as number) < 0) throw new CheckpointError(`trainer.step ${JSON.stringify(h.trainer.step)} is not a non-negative integer`);
     step = h.trainer.step as number;
+    if (h.trainer.adam_step !== undefined) {
+      const a = h.trainer.adam_step;
+      if (!Number.isInteger(a) || (a as number) < 0 || (a as number) > step) throw new CheckpointError(`trainer.adam_step ${JSON.stringify(a)} is not an integer between 0 and step ${step}`);
+      if (!m) throw new CheckpointError("trainer.adam_step is set but the file has no Adam moments");
+      adamStep = a as number;
+    }
     train = trainConfigFrom(h.trainer.config);
   }
-  return { model, params, m, v, step, train, history: historyFrom(h.history), dataset: datasetFrom(h.dataset), provenance: isObject(h.provenance) ? h.provenance : {} };
+  return { model, params, m, v, step, ...(adamStep !== undefined ? { adamStep } : {}), train, history: historyFrom(h.history), dataset: datasetFrom(h.dataset), provenance: isObject(h.provenance) ? h.provenance : {} };
 }
 
 function decodeInto(out: Float32Array, at: number, view: DataView, byteAt: number, n: number, dtype: "f32" | "f16"): void {

@@ -104,6 +104,7 @@ export class GPTTrainer implements Trainer {
       m: includeOptimizer ? state.m : undefined,
       v: includeOptimizer ? state.v : undefined,
       step: this.done,
+      adamStep: includeOptimizer ? state.step : undefined,
       train: this.config,
       history: [...this.points],
       dataset: this.data,
@@ -129,6 +130,6 @@ export async function startTrainer(backend: Backend, model: ModelConfig, config:
 
 /** Continue from a checkpoint (its Adam state when saved, else fresh moments). */
 export async function resumeTrainer(backend: Backend, ck: Checkpoint, config: TrainConfig, init: TrainerInit = {}): Promise<GPTTrainer> {
-  await backend.setState({ params: ck.params, m: ck.m, v: ck.v, step: ck.m ? ck.step : 0 });
+  await backend.setState({ params: ck.params, m: ck.m, v: ck.v, step: ck.m ? (ck.adamStep ?? ck.step) : 0 });
   return new GPTTrainer(backend, ck.model, config, { step: ck.step, history: ck.history, dataset: ck.dataset, ...init });
 }

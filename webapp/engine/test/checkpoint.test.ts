@@ -168,3 +168,13 @@ test("a file from the Python writer loads, and our re-save is for Python to comp
   assert.ok(ck.train, "the Python file holds a training config");
   writeFileSync(process.env.TINYGPT_NODE_CHECKPOINT_OUT!, writeCheckpoint(ck, { producer: "tinygpt-node test" }));
 });
+
+test("adam_step: kept beside the moments when it differs from step, checked against step and the moments", () => {
+  const ck = { ...sample(true), adamStep: 4 };
+  const file = writeCheckpoint(ck, { producer: "test" });
+  assert.equal(readCheckpoint(file).adamStep, 4);
+  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, adamStep: ck.step }, { producer: "test" })).adamStep, undefined);
+  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, m: undefined, v: undefined }, { producer: "test" })).adamStep, undefined);
+  rejects(withHeader(file, (h) => { h.trainer.adam_step = ck.step + 1; }), /adam_step 43 is not an integer between 0 and step 42/);
+  rejects(withHeader(writeCheckpoint(sample(false), { producer: "test" }), (h) => { h.trainer.adam_step = 1; }), /no Adam moments/);
+});

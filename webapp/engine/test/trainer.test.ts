@@ -3,11 +3,12 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { splitCorpus, trainBatch, valBatch } from "../data";
-import { learningRate } from "../model";
+import { learningRate, paramCount } from "../model";
 import { pickToken } from "../sample";
 import { Rng } from "../rng";
 import { fixture, readJson } from "./fixtures";
-import type { TrainConfig } from "../types";
+import type { Backend, ParamState, TrainConfig } from "../types";
+import { resumeTrainer } from "../trainer";
 
 const text = new TextEncoder().encode("It was the best of times, it was the worst of times. ".repeat(20));
 
@@ -48,4 +49,17 @@ test("greedy picks the argmax; top-k keeps sampling inside the k best", () => {
   const wide = new Set<number>();
   for (let i = 0; i < 500; i++) wide.add(pickToken(logits, 5, 0, rng));
   assert.equal(wide.size, 5);
+});
+
+test("resuming gives the backend Adam's own step count, which trails the model's after training continued from a file without moments", async () => {
+  const model = { vocab_size: 256, n_layer: 1, n_embd: 8, n_head: 2, block_size: 4 };
+  const train: TrainConfig = { batch_size: 2, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1, warmup_steps: 10, seed: 7 };
+  const n = paramCount(model);
+  const seen: number[] = [];
+  const backend = { kind: "wasm", device: "recording stub", setState: async (s: ParamState) => { seen.push(s.step); }, dispose() {} } as unknown as Backend;
+  const base = { model, params: new Float32Array(n), m: new Float32Array(n), v: new Float32Array(n), step: 3004, train, history: [], dataset: null, provenance: {} };
+  await resumeTrainer(backend, { ...base, adamStep: 4 }, train);
+  await resumeTrainer(backend, base, train);
+  await resumeTrainer(backend, { ...base, m: undefined, v: undefined }, train);
+  assert.deepEqual(seen, [4, 3004, 0]);
 });
