@@ -11,12 +11,17 @@ prints a table with each figure's ratio to cuBLAS.
 
     python bench/bench_matmul.py                 # 1024^3, 2048^3, 4096^3 and the preset shapes
     python bench/bench_matmul.py --sizes 256 512 --no-presets   # a quick look on a CPU adapter
+    python bench/bench_matmul.py --dawn          # also the engine's kernels through Dawn in Node
+
+--dawn bundles bench/matmul_dawn.ts (the engine's kernel table, params and bind groups, through
+Dawn as the web app's Node CLI runs them) and adds its series, "WGSL via Dawn: <kernel>".
 """
 import argparse
 import datetime
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +36,8 @@ from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "matmul"
+DAWN = ROOT / "dist-cli" / "matmul_dawn.mjs"
+SWIFTSHADER = "/usr/lib/chromium/vk_swiftshader_icd.json"
 
 
 class Kernel:
@@ -133,6 +140,23 @@ def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
     return statistics.median(one_pass(reps) for _ in range(passes))
 
 
+def bundle_dawn():
+    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "bench/matmul_dawn.ts", "--bundle", "--platform=node",
+                    "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={DAWN}", "--log-level=warning"],
+                   cwd=ROOT, check=True)
+
+
+def dawn(node, shapes):
+    """The engine's matmul kernels through Dawn: {adapter, timing, results: [{series, op, label, seconds, ...}]}."""
+    env = dict(os.environ)
+    if "VK_ICD_FILENAMES" not in env and not Path("/dev/nvidia0").exists() and Path(SWIFTSHADER).exists():
+        env["VK_ICD_FILENAMES"] = SWIFTSHADER  # no GPU here: Dawn's Vulkan needs a software driver
+    run = subprocess.run([node, str(DAWN), json.dumps(shapes)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    if run.returncode != 0:
+        raise SystemExit(f"{DAWN.name} exited {run.returncode} (its stderr is above)")
+    return json.loads(run.stdout)
+
+
 def preset_shapes():
     """(label, M, N, K) of each preset's linear layers over one batch (M = batch_size * block_size)."""
     shapes = []
@@ -143,9 +167,11 @@ def preset_shapes():
     return shapes
 
 
-def hardware(torch) -> str:
+def hardware(torch, dawn_run) -> str:
     cpu = cpu_name()
     parts = [f"WebGPU adapter: {gpu.describe()} via wgpu-py", f"CPU: {cpu} x{os.cpu_count()} (numpy)"]
+    if dawn_run:
+        parts.append(f"Dawn: {dawn_run['adapter']} (Node {dawn_run['node']}, {dawn_run['timing']})")
     if torch:
         parts.append(f"cuBLAS: {torch.cuda.get_device_name()} (torch {torch.__version__})")
     return "; ".join(parts)
@@ -167,6 +193,9 @@ def main(argv=None):
     ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096], help="square sizes M=N=K")
     ap.add_argument("--no-presets", action="store_true", help="skip the preset layer shapes")
     ap.add_argument("--kernels", nargs="+", help="only kernels whose name contains one of these")
+    ap.add_argument("--dawn", action="store_true", help="also time the engine's kernels through Dawn in Node")
+    ap.add_argument("--node", default="node", help="the Node binary for --dawn")
+    ap.add_argument("--no-bundle", action="store_true", help="--dawn with the existing dist-cli/matmul_dawn.mjs")
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "matmul.json")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -200,10 +229,20 @@ def main(argv=None):
         line = "  ".join(f"{s}={v:,.0f}" for (s, lab), v in results.items() if lab == label)
         print(f"{label:14s} {line}", flush=True)
 
+    dawn_run = None
+    if args.dawn:
+        if not args.no_bundle:
+            bundle_dawn()
+        dawn_run = dawn(args.node, shapes)
+        dawn_run["node"] = subprocess.run([args.node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
+        print(f"Dawn: {dawn_run['adapter']}; {dawn_run['timing']}; checked {', '.join(dawn_run['checked'])}")
+        for r in dawn_run["results"]:
+            results[f"WGSL via Dawn: {r['series']}", r["label"]] = r["gflops"]
+
     series_names = list(dict.fromkeys(s for s, _ in results))
     base = "cuBLAS fp32 (TF32 off)"
     rows = []
-    print(f"\n{'kernel':26s} {'shape':14s} {'GFLOP/s':>10s} {'vs cuBLAS':>10s}")
+    print(f"\n{'kernel':34s} {'shape':14s} {'GFLOP/s':>10s} {'vs cuBLAS':>10s}")
     for label, M, N, K in shapes:
         for s in series_names:
             if (s, label) not in results:
@@ -212,7 +251,7 @@ def main(argv=None):
             ratio = y / results[base, label] if (base, label) in results else None
             rows.append({"kernel": s, "shape": f"{label} ({M}x{N}x{K})" if not label.endswith("^3") else label,
                          "GFLOP/s": round(y, 1), "vs cuBLAS": f"{ratio:.1%}" if ratio else "n/a"})
-            print(f"{s:26s} {label:14s} {y:10,.0f} {rows[-1]['vs cuBLAS']:>10s}")
+            print(f"{s:34s} {label:14s} {y:10,.0f} {rows[-1]['vs cuBLAS']:>10s}")
 
     # The plot keeps the references and the A·B (nn) kernels; the table keeps every figure.
     plotted = [s for s in series_names if not s.endswith((" nt", " tn", " nt_64", " tn_64"))]
@@ -221,7 +260,8 @@ def main(argv=None):
               for s in plotted]
     summary = []
     for n in args.sizes:
-        wgsl = {s: v for (s, lab), v in results.items() if lab == f"{n}^3" and s in {k.name for k in good}}
+        wgsl = {s: v for (s, lab), v in results.items()
+                if lab == f"{n}^3" and (s in {k.name for k in good} or s.startswith("WGSL via Dawn"))}
         if wgsl:
             best = max(wgsl, key=wgsl.get)
             ratio = f" = {wgsl[best] / results[base, f'{n}^3']:.1%} of cuBLAS" if (base, f"{n}^3") in results else ""
@@ -230,7 +270,7 @@ def main(argv=None):
     data = {
         "benchmark": "matmul",
         "title": "f32 matmul throughput",
-        "hardware": hardware(torch),
+        "hardware": hardware(torch, dawn_run),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python bench/bench_matmul.py", *command_flags(argv if argv is not None else sys.argv[1:])]),
         "x_label": "M = N = K",
@@ -238,7 +278,10 @@ def main(argv=None):
         "rows": rows,
         "notes": "C = A·B in f32. WGSL kernels through wgpu-py (naga to SPIR-V, Vulkan), timed with GPU "
                  "timestamps over back-to-back dispatches; cuBLAS through PyTorch with TF32 off, timed with "
-                 "CUDA events; numpy on the host CPU. Preset rows: one batch through each linear layer. "
+                 "CUDA events; numpy on the host CPU. "
+                 + ("'WGSL via Dawn' series: the engine's kernel table through Dawn in Node (matmul_dawn.ts), "
+                    f"{dawn_run['timing']}; 'kernel table' is the kernel the engine picks for the shape. " if dawn_run else "")
+                 + "Preset rows: one batch through each linear layer. "
                  + "; ".join(summary) + ".",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
