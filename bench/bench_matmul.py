@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from tinygpt import gpu  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
-from machine import cpu_name  # noqa: E402
+from machine import cpu_name, cuda_torch  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "matmul"
 DAWN = ROOT / "dist-cli" / "matmul_dawn.mjs"
@@ -102,20 +102,6 @@ def numpy_seconds(rng, M, N, K):
         A @ B
         times.append(time.perf_counter() - start)
     return statistics.median(times)
-
-
-def cublas():
-    """torch with CUDA, TF32 off everywhere, or None."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    return torch
 
 
 def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
@@ -199,7 +185,7 @@ def main(argv=None):
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "matmul.json")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
-    torch = cublas()
+    torch = cuda_torch()
     kernels = [k for k in KERNELS if not args.kernels or any(s in k.name for s in args.kernels)]
 
     print(f"adapter: {gpu.describe()}; cuBLAS: {'yes' if torch else 'no (torch with CUDA not importable)'}")

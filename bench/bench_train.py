@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tinygpt.facts import FACTS, preset  # noqa: E402
+from machine import cuda_torch  # noqa: E402
 
 CLI = ROOT / "dist-cli" / "train.js"
 WARMUP = 3
@@ -61,15 +62,10 @@ def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict
 
 
 def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError:
+    torch = cuda_torch()
+    if torch is None:
         return None
-    if not torch.cuda.is_available():
-        return None
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    import torch.nn.functional as F
     p = preset(preset_id)
     V, C, H, T, L, B = FACTS["vocab_size"], p["n_embd"], p["n_head"], p["block_size"], p["n_layer"], p["batch_size"]
     dev = torch.device("cuda")
