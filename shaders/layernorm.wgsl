@@ -14,7 +14,10 @@
 //   in a fixed order (deterministic); overwrites.
 //   bindings 0 params, 1 x, 5 mean (read), 6 rstd (read), 7 dout (read), 9 dweight [C] (read_write),
 //            10 dbias [C] (read_write).
-//   workgroup 256 (32 columns x 8 row slices); dispatch (ceil(C/32), 1, 1).
+//   workgroup 256 (32 columns x 8 row slices); dispatch (ceil(C/32), S, 1). With S > 1 the rows
+//   are cut into S runs and workgroup row y writes its run's sums to dweight[y·C ..] and
+//   dbias[y·C ..] (each S·C floats), for matmul_colsum to add: ceil(C/32) workgroups alone
+//   cannot fill a GPU when there are many rows.
 //
 // Params: rows (u32), C (u32), eps (f32), flags (u32: bit 1 ACCUMULATE, for backward_dx).
 
@@ -103,12 +106,15 @@ fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
 }
 
 @compute @workgroup_size(256)
-fn layernorm_backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn layernorm_backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                             @builtin(local_invocation_index) t: u32) {
   let col = wg.x * 32u + t % 32u;
+  let run = (p.rows + nwg.y - 1u) / nwg.y;
+  let end = min(p.rows, wg.y * run + run);
   var sw = 0.0;
   var sb = 0.0;
   if (col < p.C) {
-    for (var r = t / 32u; r < p.rows; r += 8u) {
+    for (var r = wg.y * run + t / 32u; r < end; r += 8u) {
       let d = dout[r * p.C + col];
       sw += d * (x[r * p.C + col] - mean_in[r]) * rstd_in[r];
       sb += d;
@@ -124,7 +130,7 @@ fn layernorm_backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(loca
       tw += scratch[s * 32u + t];
       tb += scratch2[s * 32u + t];
     }
-    dweight[col] = tw;
-    dbias[col] = tb;
+    dweight[wg.y * p.C + col] = tw;
+    dbias[wg.y * p.C + col] = tb;
   }
 }

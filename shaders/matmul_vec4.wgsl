@@ -10,6 +10,10 @@
 //   invocation, 16 k-steps per buffer; workgroup 256; dispatch (ceil(N/64), ceil(M/64), 1).
 //   For grids too small to fill the GPU: on the H200 the 64 block wins below about 128 blocks
 //   of 128x128 (e.g. 1024^3: 19.4 vs 13.1 TFLOP/s), the 128 block above (2048^3: 32.7 vs 21.9).
+// Every entry point can split K (for weight gradients: small outputs, long K): dispatched with
+//   z = S > 1, workgroup z sums its own run of K and stores to c[z·M·N ..], S partial products
+//   that matmul_colsum then adds in a fixed order (deterministic, no atomics). With S > 1, c holds
+//   S·M·N floats and flags must be 0.
 //   group 0 binding 0: params (uniform Params: M, N, K, flags as matmul.wgsl)
 //           binding 1: a    (storage, read)        array<vec4<f32>>
 //           binding 2: b    (storage, read)        array<vec4<f32>>
@@ -50,25 +54,32 @@ struct Fetched {
   b: vec4<f32>,
 }
 
-fn fetch128(t: u32, m0: u32, n0: u32, k0: u32, a_trans: bool, b_trans: bool) -> Fetched {
+// The k range [x, y) of split z of `splits`: equal runs of whole 16-step chunks (a multiple of
+// both blocks' BK), so every split but the last starts and ends on a buffer boundary.
+fn k_split(z: u32, splits: u32) -> vec2<u32> {
+  let chunk = ((p.K + splits - 1u) / splits + 15u) / 16u * 16u;
+  return vec2<u32>(min(p.K, z * chunk), min(p.K, z * chunk + chunk));
+}
+
+fn fetch128(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Fetched {
   var f = Fetched(vec4<f32>(0.0), vec4<f32>(0.0));
   if (a_trans) { // A [K, M]: row k0 + t/32, m quad t%32
     let k = k0 + t / 32u;
     let m = m0 + (t % 32u) * 4u;
-    if (k < p.K && m < p.M) { f.a = a[(k * p.M + m) / 4u]; }
+    if (k < kend && m < p.M) { f.a = a[(k * p.M + m) / 4u]; }
   } else { // A [M, K]: row m0 + t/2, k quad t%2
     let m = m0 + t / 2u;
     let k = k0 + (t % 2u) * 4u;
-    if (m < p.M && k < p.K) { f.a = a[(m * p.K + k) / 4u]; }
+    if (m < p.M && k < kend) { f.a = a[(m * p.K + k) / 4u]; }
   }
   if (b_trans) { // B [N, K]
     let n = n0 + t / 2u;
     let k = k0 + (t % 2u) * 4u;
-    if (n < p.N && k < p.K) { f.b = b[(n * p.K + k) / 4u]; }
+    if (n < p.N && k < kend) { f.b = b[(n * p.K + k) / 4u]; }
   } else { // B [K, N]
     let k = k0 + t / 32u;
     let n = n0 + (t % 32u) * 4u;
-    if (k < p.K && n < p.N) { f.b = b[(k * p.N + n) / 4u]; }
+    if (k < kend && n < p.N) { f.b = b[(k * p.N + n) / 4u]; }
   }
   return f;
 }
@@ -97,16 +108,18 @@ fn stash128(t: u32, buf: u32, f: Fetched, a_trans: bool, b_trans: bool) {
   }
 }
 
-fn store4(m: u32, n: u32, v: vec4<f32>) {
+fn store4(base: u32, m: u32, n: u32, v: vec4<f32>) {
   if (m >= p.M || n >= p.N) { return; }
   var out = v;
   if ((p.flags & BIAS) != 0u) { out += bias[n / 4u]; }
-  let i = (m * p.N + n) / 4u;
+  let i = base + (m * p.N + n) / 4u;
   if ((p.flags & ACCUMULATE) != 0u) { out += c[i]; }
   c[i] = out;
 }
 
-fn matmul128(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
+fn matmul128(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
+  let ks = k_split(wg.z, splits);
+  let out = wg.z * (p.M * p.N / 4u);
   let m0 = wg.y * 128u;
   let n0 = wg.x * 128u;
   let tx = t % 16u;
@@ -119,13 +132,13 @@ fn matmul128(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
   var c50 = vec4<f32>(0.0); var c51 = vec4<f32>(0.0);
   var c60 = vec4<f32>(0.0); var c61 = vec4<f32>(0.0);
   var c70 = vec4<f32>(0.0); var c71 = vec4<f32>(0.0);
-  stash128(t, 0u, fetch128(t, m0, n0, 0u, a_trans, b_trans), a_trans, b_trans);
+  stash128(t, 0u, fetch128(t, m0, n0, ks.x, ks.y, a_trans, b_trans), a_trans, b_trans);
   workgroupBarrier();
   var buf = 0u;
-  for (var k0 = 0u; k0 < p.K; k0 += BK128) {
-    let more = k0 + BK128 < p.K;
+  for (var k0 = ks.x; k0 < ks.y; k0 += BK128) {
+    let more = k0 + BK128 < ks.y;
     var next = Fetched(vec4<f32>(0.0), vec4<f32>(0.0));
-    if (more) { next = fetch128(t, m0, n0, k0 + BK128, a_trans, b_trans); }
+    if (more) { next = fetch128(t, m0, n0, k0 + BK128, ks.y, a_trans, b_trans); }
     let base = buf * TILE;
     for (var kk = 0u; kk < BK128; kk++) {
       let a0 = tile_a[base + kk * 32u + ty];
@@ -149,35 +162,35 @@ fn matmul128(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
   let r1 = m0 + 64u + ty * 4u;
   let q0 = n0 + tx * 4u;
   let q1 = n0 + 64u + tx * 4u;
-  store4(r0, q0, c00); store4(r0, q1, c01);
-  store4(r0 + 1u, q0, c10); store4(r0 + 1u, q1, c11);
-  store4(r0 + 2u, q0, c20); store4(r0 + 2u, q1, c21);
-  store4(r0 + 3u, q0, c30); store4(r0 + 3u, q1, c31);
-  store4(r1, q0, c40); store4(r1, q1, c41);
-  store4(r1 + 1u, q0, c50); store4(r1 + 1u, q1, c51);
-  store4(r1 + 2u, q0, c60); store4(r1 + 2u, q1, c61);
-  store4(r1 + 3u, q0, c70); store4(r1 + 3u, q1, c71);
+  store4(out, r0, q0, c00); store4(out, r0, q1, c01);
+  store4(out, r0 + 1u, q0, c10); store4(out, r0 + 1u, q1, c11);
+  store4(out, r0 + 2u, q0, c20); store4(out, r0 + 2u, q1, c21);
+  store4(out, r0 + 3u, q0, c30); store4(out, r0 + 3u, q1, c31);
+  store4(out, r1, q0, c40); store4(out, r1, q1, c41);
+  store4(out, r1 + 1u, q0, c50); store4(out, r1 + 1u, q1, c51);
+  store4(out, r1 + 2u, q0, c60); store4(out, r1 + 2u, q1, c61);
+  store4(out, r1 + 3u, q0, c70); store4(out, r1 + 3u, q1, c71);
 }
 
-fn fetch64(t: u32, m0: u32, n0: u32, k0: u32, a_trans: bool, b_trans: bool) -> Fetched {
+fn fetch64(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Fetched {
   var f = Fetched(vec4<f32>(0.0), vec4<f32>(0.0));
   if (a_trans) { // A [K, M]: row k0 + t/16, m quad t%16
     let k = k0 + t / 16u;
     let m = m0 + (t % 16u) * 4u;
-    if (k < p.K && m < p.M) { f.a = a[(k * p.M + m) / 4u]; }
+    if (k < kend && m < p.M) { f.a = a[(k * p.M + m) / 4u]; }
   } else { // A [M, K]: row m0 + t/4, k quad t%4
     let m = m0 + t / 4u;
     let k = k0 + (t % 4u) * 4u;
-    if (m < p.M && k < p.K) { f.a = a[(m * p.K + k) / 4u]; }
+    if (m < p.M && k < kend) { f.a = a[(m * p.K + k) / 4u]; }
   }
   if (b_trans) { // B [N, K]
     let n = n0 + t / 4u;
     let k = k0 + (t % 4u) * 4u;
-    if (n < p.N && k < p.K) { f.b = b[(n * p.K + k) / 4u]; }
+    if (n < p.N && k < kend) { f.b = b[(n * p.K + k) / 4u]; }
   } else { // B [K, N]
     let k = k0 + t / 16u;
     let n = n0 + (t % 16u) * 4u;
-    if (k < p.K && n < p.N) { f.b = b[(k * p.N + n) / 4u]; }
+    if (k < kend && n < p.N) { f.b = b[(k * p.N + n) / 4u]; }
   }
   return f;
 }
@@ -206,7 +219,9 @@ fn stash64(t: u32, buf: u32, f: Fetched, a_trans: bool, b_trans: bool) {
   }
 }
 
-fn matmul64(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
+fn matmul64(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
+  let ks = k_split(wg.z, splits);
+  let out = wg.z * (p.M * p.N / 4u);
   let m0 = wg.y * 64u;
   let n0 = wg.x * 64u;
   let tx = t % 16u; // columns tx*4..
@@ -215,13 +230,13 @@ fn matmul64(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
   var c1 = vec4<f32>(0.0);
   var c2 = vec4<f32>(0.0);
   var c3 = vec4<f32>(0.0);
-  stash64(t, 0u, fetch64(t, m0, n0, 0u, a_trans, b_trans), a_trans, b_trans);
+  stash64(t, 0u, fetch64(t, m0, n0, ks.x, ks.y, a_trans, b_trans), a_trans, b_trans);
   workgroupBarrier();
   var buf = 0u;
-  for (var k0 = 0u; k0 < p.K; k0 += BK64) {
-    let more = k0 + BK64 < p.K;
+  for (var k0 = ks.x; k0 < ks.y; k0 += BK64) {
+    let more = k0 + BK64 < ks.y;
     var next = Fetched(vec4<f32>(0.0), vec4<f32>(0.0));
-    if (more) { next = fetch64(t, m0, n0, k0 + BK64, a_trans, b_trans); }
+    if (more) { next = fetch64(t, m0, n0, k0 + BK64, ks.y, a_trans, b_trans); }
     let base = buf * TILE;
     for (var kk = 0u; kk < BK64; kk++) {
       let av = tile_a[base + kk * 16u + ty];
@@ -237,38 +252,38 @@ fn matmul64(wg: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
   }
   let r = m0 + ty * 4u;
   let q = n0 + tx * 4u;
-  store4(r, q, c0);
-  store4(r + 1u, q, c1);
-  store4(r + 2u, q, c2);
-  store4(r + 3u, q, c3);
+  store4(out, r, q, c0);
+  store4(out, r + 1u, q, c1);
+  store4(out, r + 2u, q, c2);
+  store4(out, r + 3u, q, c3);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul128(wg, t, false, false);
+fn matmul_vec4_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul128(wg, nwg.z, t, false, false);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul128(wg, t, false, true);
+fn matmul_vec4_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul128(wg, nwg.z, t, false, true);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul128(wg, t, true, false);
+fn matmul_vec4_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul128(wg, nwg.z, t, true, false);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_nn_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul64(wg, t, false, false);
+fn matmul_vec4_nn_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul64(wg, nwg.z, t, false, false);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_nt_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul64(wg, t, false, true);
+fn matmul_vec4_nt_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul64(wg, nwg.z, t, false, true);
 }
 
 @compute @workgroup_size(256)
-fn matmul_vec4_tn_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul64(wg, t, true, false);
+fn matmul_vec4_tn_64(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+  matmul64(wg, nwg.z, t, true, false);
 }

@@ -1,6 +1,7 @@
 """The web engine in Node: bundle webapp/engine/test/*.test.ts with esbuild, run
 `node --test` on Dawn with SwiftShader's Vulkan driver. The Node tests check
 golden parity with tests/fixtures/golden_tiny.json on the WebGPU backend,
+parity with the reference at a batch that splits the engine's reductions,
 checkpoint round trips, version 1 files, corrupt-file messages, greedy
 sampling; this file adds the Python side: Node reads the Python writer's file
 and re-saves it, Python reads both back, and Python's reference gets the same
@@ -38,6 +39,25 @@ def python_checkpoint(path: Path) -> checkpoint.Checkpoint:
     return ckpt
 
 
+def split_reference(path: Path) -> None:
+    """Two reference steps at a batch of 13 x 80 = 1040 positions: enough rows that the engine
+    splits its weight-gradient and LayerNorm reductions, and a context longer than one
+    attention block (the golden fixture's 4 x 16 exercises neither)."""
+    config = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=64, n_head=2, block_size=80)
+    train = TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11)
+    init = model.init_params(config, train.seed)
+    trainer = Trainer(config, train, {k: v.copy() for k, v in init.items()})
+    rng = np.random.default_rng(12)
+    steps = []
+    for _ in range(2):
+        x, y = (rng.integers(0, 256, (train.batch_size, config.block_size)) for _ in "xy")
+        steps.append({"x": x.ravel().tolist(), "y": y.ravel().tolist(), "lr": train.lr,
+                      "loss": trainer.train_step(x, y, train.lr)["loss"]})
+    path.write_text(json.dumps({
+        "config": config.to_dict(), "train": train.to_dict(), "init_params": model.flatten(init, config).tolist(),
+        "steps": steps, "l2": {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}}))
+
+
 @pytest.fixture(scope="module")
 def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
@@ -52,7 +72,8 @@ def node_run(tmp_path_factory):
     (tmp / "node_modules").symlink_to(ROOT / "node_modules")
     paths = {"py": tmp / "python.tinygpt", "resaved": tmp / "node-resaved.tinygpt", "trained": tmp / "node-trained.tinygpt"}
     written = python_checkpoint(paths["py"])
-    env = {**os.environ, "TINYGPT_ROOT": str(ROOT),
+    split_reference(tmp / "split.json")
+    env = {**os.environ, "TINYGPT_ROOT": str(ROOT), "TINYGPT_SPLIT_REF": str(tmp / "split.json"),
            "TINYGPT_PY_CHECKPOINT": str(paths["py"]), "TINYGPT_NODE_CHECKPOINT_OUT": str(paths["resaved"]),
            "TINYGPT_NODE_TRAINED_OUT": str(paths["trained"])}
     if Path(SWIFTSHADER).exists():

@@ -114,6 +114,25 @@ def test_matmul_bias_and_accumulate(rng, shader, entry, edge):
         check("matmul", out, ref)
 
 
+@pytest.mark.parametrize("entry,edge", [(e, edge) for s, e, edge in MATMULS if s == "matmul_vec4"])
+@pytest.mark.parametrize("K,S", [(1000, 3), (64, 4), (40, 7)])
+def test_matmul_vec4_split_k(rng, entry, edge, K, S):
+    """Dispatched with z = S, each split stores its own partial product; together they sum to A·B,
+    also when K is short enough that the last splits get no k steps at all (64/4, 40/7)."""
+    M, N = 68, 44
+    A, B = randn(rng, M, K), randn(rng, K, N)
+    a, b = operands(entry, A, B)
+    groups = (-(-N // edge), -(-M // edge), S)
+    out = gpu.run("matmul_vec4", entry, (M, N, K, 0), {1: a, 2: b, 3: a, 4: nans(S, M, N)}, groups, out=[4])[4]
+    parts = out.reshape(S, M * N)
+    assert np.isfinite(parts).all()
+    check("matmul", parts.astype(np.float64).sum(0), A.astype(np.float64) @ B)
+    # The engine adds the partials with matmul_colsum, as a [S, M·N] matrix.
+    summed = gpu.run("matmul", "matmul_colsum", (S, M * N, 0, 0), {1: parts, 4: nans(M * N)},
+                     (-(-M * N // 64), 1, 1), out=[4])[4]
+    check("matmul", summed, A.astype(np.float64) @ B)
+
+
 @pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
 def test_matmul_colsum(rng, M, N):
     A, C0 = randn(rng, M, N), randn(rng, N)
@@ -153,6 +172,12 @@ def test_layernorm(rng, B, T, C):
                   (-(-C // 32), 1, 1), out=[9, 10])
     check("layernorm", got[9], dw)
     check("layernorm", got[10], db)
+    # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
+    S = min(rows, 5)
+    got = gpu.run("layernorm", "layernorm_backward_params", (rows, C, eps, 0),
+                  saved | {9: nans(S, C), 10: nans(S, C)}, (-(-C // 32), S, 1), out=[9, 10])
+    check("layernorm", got[9].reshape(S, C).astype(np.float64).sum(0), dw)
+    check("layernorm", got[10].reshape(S, C).astype(np.float64).sum(0), db)
 
 
 # ---------------------------------------------------------------------------- gelu

@@ -12,6 +12,30 @@ import type { GpuLayout } from "./layout";
 
 const EPS = FACTS.model.layernorm_eps;
 const COLSUM_SPLIT = 64;
+// A reduction's grid below FILL workgroups is split into runs of at least MIN_RUN rows (or k
+// steps) summed apart, then added by matmul_colsum: enough workgroups to keep a large GPU's
+// multiprocessors busy (the H200 has 132), for the price of writing and reading the partials.
+const FILL = 512;
+const MIN_RUN = 256;
+const MAX_SPLITS = 64;
+const COLSUM_MAX_N = 64 * 65535; // matmul_colsum's one-dimensional grid
+
+function splits(grid: number, run: number): number {
+  return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
+}
+
+/** Runs K is cut into for C[M,N] = Aᵀ·B with a long K (a weight gradient); 1 for no split. */
+function kSplits(M: number, N: number, K: number): number {
+  const op = matmulOp("tn", M, N, K);
+  if (!op.startsWith("matmul_vec4") || M * N > COLSUM_MAX_N) return 1;
+  const edge = op.endsWith("_64") ? 64 : 128;
+  return splits(Math.ceil(M / edge) * Math.ceil(N / edge), K);
+}
+
+/** Runs the rows are cut into for LayerNorm's parameter gradients. */
+function rowSplits(rows: number, C: number): number {
+  return splits(Math.ceil(C / 32), rows);
+}
 
 export interface ParamBuffers {
   params: GPUBuffer;
@@ -91,8 +115,24 @@ export class Graph {
         q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
         gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
         colsum: buf("colsum partials", COLSUM_SPLIT * 4 * C),
+        partials: buf("split partials", this.partialFloats()),
       };
     }
+  }
+
+  /** The largest partials buffer a split weight or LayerNorm gradient needs in this graph. */
+  private partialFloats(): number {
+    const { n_embd: C, vocab_size: V, block_size: T } = this.model;
+    const rows = this.B * T;
+    const matmuls = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => kSplits(M, N, rows) * M * N);
+    const S = rowSplits(rows, C);
+    return Math.max(16, ...matmuls, this.lnWeightSlot(S) / 4 + S * C);
+  }
+
+  /** Byte offset of the LayerNorm bias partials, after the weight's, at a bindable offset. */
+  private lnWeightSlot(S: number): number {
+    const align = this.device.limits.minStorageBufferOffsetAlignment;
+    return Math.ceil((S * this.model.n_embd * 4) / align) * align;
   }
 
   private alloc(label: string, floats: number): GPUBuffer {
@@ -119,9 +159,22 @@ export class Graph {
 
   /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
   private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, M: number, K: number, N: number, accumulate = false): void {
-    mm(r, "tn", { M: K, N, K: M, flags: 0 }, { 1: x, 2: dy, 3: x, 4: this.g(`${prefix}.weight`) });
+    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), K, N, M);
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
     if (dx) mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, { 1: dy, 2: this.w(`${prefix}.weight`), 3: dy, 4: dx });
+  }
+
+  /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
+  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, M: number, N: number, K: number): void {
+    const S = kSplits(M, N, K);
+    const op = matmulOp("tn", M, N, K);
+    if (S === 1) {
+      r.op(op, { M, N, K, flags: 0 }, { 1: a, 2: b, 3: a, 4: out });
+      return;
+    }
+    const partials = { buffer: this.grad!.partials, offset: 0, size: S * M * N * 4 };
+    r.op(op, { M, N, K, flags: 0, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
+    r.op("matmul_colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   /**
@@ -146,7 +199,18 @@ export class Graph {
 
   private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
     const sizes = { rows: this.B * this.model.block_size, C: this.model.n_embd, eps: EPS, flags: accumulate ? ACCUMULATE : 0 };
-    r.op("layernorm_backward_params", sizes, { 1: x, 5: mean, 6: rstd, 7: dout, 9: this.g(`${prefix}.weight`), 10: this.g(`${prefix}.bias`) });
+    const S = rowSplits(sizes.rows, sizes.C);
+    const [dw, db] = [this.g(`${prefix}.weight`), this.g(`${prefix}.bias`)];
+    if (S === 1) {
+      r.op("layernorm_backward_params", sizes, { 1: x, 5: mean, 6: rstd, 7: dout, 9: dw, 10: db });
+    } else {
+      const bytes = S * sizes.C * 4;
+      const pw = { buffer: this.grad!.partials, offset: 0, size: bytes };
+      const pb = { buffer: this.grad!.partials, offset: this.lnWeightSlot(S), size: bytes };
+      r.op("layernorm_backward_params", { ...sizes, splits: S }, { 1: x, 5: mean, 6: rstd, 7: dout, 9: pw, 10: pb });
+      r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
+      r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
+    }
     r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }
 
@@ -194,7 +258,7 @@ export class Graph {
     const BT = B * T;
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
-    mm(r, "tn", { M: V, N: C, K: BT, flags: 0 }, { 1: d.logits, 2: this.lnf, 3: this.lnf, 4: this.g("token_embedding.weight") });
+    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), V, C, BT);
     mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, { 1: d.logits, 2: this.w("token_embedding.weight"), 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {

@@ -29,7 +29,10 @@ export interface Kernel {
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 const matmulTiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), 1];
-const matmulTiles64 = (s: Sizes): Workgroups => [ceil(s.N, 64), ceil(s.M, 64), 1];
+// `splits` (a dispatch size, not a shader param): how many runs K or the rows are cut into,
+// for the kernels that can split (see their shaders).
+const vec4Tiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), s.splits ?? 1];
+const vec4Tiles64 = (s: Sizes): Workgroups => [ceil(s.N, 64), ceil(s.M, 64), s.splits ?? 1];
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
 const perHeadRow = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
 // One invocation per element in workgroups of 256, the grid folded into y past 65535.
@@ -43,16 +46,16 @@ export const F32_KERNELS = {
   matmul_nn: { source: matmul, entry: "matmul_nn", workgroups: matmulTiles },
   matmul_nt: { source: matmul, entry: "matmul_nt", workgroups: matmulTiles },
   matmul_tn: { source: matmul, entry: "matmul_tn", workgroups: matmulTiles },
-  matmul_vec4_nn: { source: matmulVec4, entry: "matmul_vec4_nn", workgroups: matmulTiles },
-  matmul_vec4_nt: { source: matmulVec4, entry: "matmul_vec4_nt", workgroups: matmulTiles },
-  matmul_vec4_tn: { source: matmulVec4, entry: "matmul_vec4_tn", workgroups: matmulTiles },
-  matmul_vec4_nn_64: { source: matmulVec4, entry: "matmul_vec4_nn_64", workgroups: matmulTiles64 },
-  matmul_vec4_nt_64: { source: matmulVec4, entry: "matmul_vec4_nt_64", workgroups: matmulTiles64 },
-  matmul_vec4_tn_64: { source: matmulVec4, entry: "matmul_vec4_tn_64", workgroups: matmulTiles64 },
+  matmul_vec4_nn: { source: matmulVec4, entry: "matmul_vec4_nn", workgroups: vec4Tiles },
+  matmul_vec4_nt: { source: matmulVec4, entry: "matmul_vec4_nt", workgroups: vec4Tiles },
+  matmul_vec4_tn: { source: matmulVec4, entry: "matmul_vec4_tn", workgroups: vec4Tiles },
+  matmul_vec4_nn_64: { source: matmulVec4, entry: "matmul_vec4_nn_64", workgroups: vec4Tiles64 },
+  matmul_vec4_nt_64: { source: matmulVec4, entry: "matmul_vec4_nt_64", workgroups: vec4Tiles64 },
+  matmul_vec4_tn_64: { source: matmulVec4, entry: "matmul_vec4_tn_64", workgroups: vec4Tiles64 },
   matmul_colsum: { source: matmul, entry: "matmul_colsum", workgroups: (s) => [ceil(s.N, 64), 1, 1] },
   layernorm_forward: { source: layernorm, entry: "layernorm_forward", workgroups: perRow },
   layernorm_backward_dx: { source: layernorm, entry: "layernorm_backward_dx", workgroups: perRow },
-  layernorm_backward_params: { source: layernorm, entry: "layernorm_backward_params", workgroups: (s) => [ceil(s.C, 32), 1, 1] },
+  layernorm_backward_params: { source: layernorm, entry: "layernorm_backward_params", workgroups: (s) => [ceil(s.C, 32), s.splits ?? 1, 1] },
   embedding_forward: { source: embedding, entry: "embedding_forward", workgroups: (s) => elementwise(s.B * s.T * s.C) },
   embedding_backward_wte: { source: embedding, entry: "embedding_backward_wte", workgroups: (s) => [ceil(s.C, 64), s.V, 1] },
   embedding_backward_wpe: { source: embedding, entry: "embedding_backward_wpe", workgroups: (s) => elementwise(s.T * s.C) },
