@@ -255,7 +255,7 @@ def main(argv=None):
     print("\n" + "\n".join(summary))
     data = {
         "benchmark": "matmul",
-        "title": "f32 matmul throughput",
+        "title": "f32 matmul throughput" + (", the engine's kernels through Dawn" if args.dawn else ""),
         "hardware": hardware(torch, dawn_run),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python bench/bench_matmul.py", *command_flags(argv if argv is not None else sys.argv[1:])]),
