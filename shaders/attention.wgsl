@@ -14,11 +14,20 @@
 // attention_backward_dkdv  dk[s] = scale·sum_{t>=s} p[t,s]·(dy[t]·v[s] - delta[t])·q[t],
 //                          dv[s] = sum_{t>=s} p[t,s]·dy[t]
 //   bindings 0 params, 1 q, 2 k, 3 v, 6 dy, 12 lse, 13 delta, 9 dk (read_write), 10 dv (read_write).
-// All: one invocation per (b, h, row t); workgroup 64; dispatch (ceil(T/64), B·n_head, 1).
-// Each gradient element is summed by one invocation in a fixed order: no atomics, deterministic.
-// The 64 rows of a workgroup walk the other side's rows (keys, or for dK/dV queries) together,
-// a tile at a time through workgroup memory (2 x 8 KiB), so each K/V (Q/dY) row is read from
-// global memory once per workgroup instead of once per invocation.
+// All: workgroup 256; dispatch (ceil(T/64), B·n_head, 1). Workgroup (x, b·n_head + h) owns a
+// block of 64 rows of head h: query rows (forward, delta, dq) or key rows (dkdv).
+//
+// FlashAttention-2's loop order, tiled like a matmul. The owned block meets the other side's
+// rows 64 at a time, only the blocks the causal mask leaves (the mask is applied on the diagonal
+// block alone). Invocation (ty, tx) = (lid/16, lid%16) holds rows 4ty..4ty+3 of the block as one
+// vec4 per column, for two products:
+// - scores: a 64x64 block of q·kᵀ (or k·qᵀ, v·dyᵀ, dy·vᵀ), 4 rows x columns tx+16j (j < 4) each,
+//   both operands staged 16 head columns at a time;
+// - outputs: P·V (or dS·K, Pᵀ·dY, dSᵀ·Q), 4 rows x head columns tx+16c (c < 8) each, with the 64
+//   columns of P staged 16 at a time beside the matching 16 rows of V.
+// Row statistics stay with the invocation that owns the row, except the forward's row max and sum,
+// which are combined over the 16 invocations of a row quad through workgroup memory.
+// Every output element is summed by one invocation in a fixed order: no atomics, deterministic.
 //
 // Params: B, T, C, n_head (u32).
 
@@ -30,9 +39,10 @@ struct Params {
 }
 
 const MAX_D = 128u;
+const SLOTS = MAX_D / 16u; // head columns tx + 16c per invocation, c < SLOTS
+const BLOCK = 64u;
+const DK = 16u; // head columns per score step
 const NEG_BIG = -3.0e38;
-const WG = 64u;
-const TILE = 2048u; // floats per workgroup tile: 2048/D rows of D
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -49,181 +59,474 @@ const TILE = 2048u; // floats per workgroup tile: 2048/D rows of D
 @group(0) @binding(12) var<storage, read> lse_in: array<f32>;
 @group(0) @binding(13) var<storage, read> delta_in: array<f32>;
 
-var<workgroup> tile_x: array<f32, TILE>; // k rows (forward, dq) or q rows (dkdv)
-var<workgroup> tile_y: array<f32, TILE>; // v rows (forward, dq) or dy rows (dkdv)
+// All 16 KiB of workgroup memory, laid out anew by each phase; barriers separate the phases.
+var<workgroup> sh: array<vec4<f32>, 1024>;
+// Score step: the rows operand as [row quad][DK] (a vec4: 4 rows at one head column) and the
+// columns operand as [tx][DK + 1] (a vec4: rows tx, tx+16, tx+32, tx+48 of the other side); the
+// padding puts the 16 tx on distinct banks.
+const AT_ROWS = 0u;
+const AT_COLS = 256u;
+// Per-row partials of the 16 invocations of a row quad: [row quad][tx].
+const AT_RED = 0u;
+// Output step: 16 columns of P or dS as [row quad][16], and the 16 matching rows of the other
+// operand as [32-column group g][row pair e][tx], each vec4 holding (row 2e, row 2e+1) x (head
+// columns 32g+tx, 32g+16+tx).
+const AT_P = 256u;
+const AT_X = 512u;
 
-struct Row {
+struct Head {
   D: u32,
   scale: f32,
-  bh: u32,     // b·n_head + h: index of the row's lse/delta block
-  b: u32,
-  col: u32,    // h·D
-  t: u32,      // this invocation's row
+  bh: u32,   // b·n_head + h: the head's block of lse and delta
+  base: u32, // offset of (b, t=0, column h·D)
 }
 
-fn row(wg: vec3<u32>, lid: u32) -> Row {
-  let D = p.C / p.n_head;
-  return Row(D, 1.0 / sqrt(f32(D)), wg.y, wg.y / p.n_head, (wg.y % p.n_head) * D, wg.x * WG + lid);
+// Global indices of 4 elements of the head, and which exist: the others read as 0 (from index
+// 0, so that no load leaves its buffer).
+struct Fetch {
+  at: vec4<u32>,
+  ok: vec4<bool>,
 }
 
-// Rows per tile. Computed from params alone, not from a Row (which holds the invocation's
-// index), so the tile loops, and the barriers in them, are uniform to the compilers.
-fn tile_rows() -> u32 {
-  return min(TILE / (p.C / p.n_head), WG);
+// The head dimension, from params alone so loops bounded by it keep barriers uniform.
+fn head_dim() -> u32 {
+  return p.C / p.n_head;
 }
 
-// Offset of element 0 of the head's slice at position t.
-fn at(r: Row, t: u32) -> u32 {
-  return (r.b * p.T + t) * p.C + r.col;
+// Heads wider than 64 stage the output operand in two halves.
+fn wide() -> bool {
+  return head_dim() > 64u;
 }
 
-// Copy the head slices of rows start .. start+n-1 into the tiles, all 64 invocations; two
-// functions so each entry point binds only the buffers it reads.
-fn load_kv(r: Row, lid: u32, start: u32, n: u32) {
-  for (var i = lid; i < n * r.D; i += WG) {
-    let g = at(r, start + i / r.D) + i % r.D;
-    tile_x[i] = k[g];
-    tile_y[i] = v[g];
+fn head(wg: vec3<u32>) -> Head {
+  let D = head_dim();
+  return Head(D, 1.0 / sqrt(f32(D)), wg.y, (wg.y / p.n_head) * p.T * p.C + (wg.y % p.n_head) * D);
+}
+
+fn fetch(h: Head, t: vec4<u32>, d: vec4<u32>) -> Fetch {
+  let ok = (t < vec4<u32>(p.T)) & (d < vec4<u32>(h.D));
+  return Fetch(select(vec4<u32>(0u), vec4<u32>(h.base) + t * p.C + d, ok), ok);
+}
+
+// Score step, rows operand, staged at AT_ROWS + lid: rows r0 + 4g .. r0 + 4g + 3 at head column
+// d0 + dd (g = lid/16, dd = lid%16), so consecutive invocations read consecutive columns.
+fn rows_at(h: Head, lid: u32, r0: u32, d0: u32) -> Fetch {
+  let t = vec4<u32>(r0 + (lid / DK) * 4u) + vec4<u32>(0u, 1u, 2u, 3u);
+  return fetch(h, t, vec4<u32>(d0 + lid % DK));
+}
+
+// Score step, columns operand: rows c0 + g, +16, +32, +48 at the same head column.
+fn cols_at(h: Head, lid: u32, c0: u32, d0: u32) -> Fetch {
+  let t = vec4<u32>(c0 + lid / DK) + vec4<u32>(0u, 16u, 32u, 48u);
+  return fetch(h, t, vec4<u32>(d0 + lid % DK));
+}
+
+fn stage_scores(lid: u32, rows: vec4<f32>, cols: vec4<f32>) {
+  sh[AT_ROWS + lid] = rows;
+  sh[AT_COLS + (lid / DK) * (DK + 1u) + lid % DK] = cols;
+}
+
+// Output step, rows x0 .. x0+15 of the other operand, staged at AT_X + 256·hi + lid: group
+// g = lid/128 + 2·hi, row pair (lid/16)%8, so consecutive invocations read consecutive columns.
+fn x_at(h: Head, lid: u32, x0: u32, hi: u32) -> Fetch {
+  let r = x0 + 2u * ((lid / 16u) % 8u);
+  let c = 32u * (lid / 128u + 2u * hi) + lid % 16u;
+  return fetch(h, vec4<u32>(r, r, r + 1u, r + 1u), vec4<u32>(c, c + 16u, c, c + 16u));
+}
+
+fn stage_output(lid: u32, prob: vec4<f32>, x: array<vec4<f32>, 2>) {
+  sh[AT_P + lid] = prob;
+  sh[AT_X + lid] = x[0];
+  if (wide()) { sh[AT_X + 256u + lid] = x[1]; }
+}
+
+// One loader per buffer, as an entry point's bindings are the buffers its code names.
+fn q4(f: Fetch) -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(q[f.at.x], q[f.at.y], q[f.at.z], q[f.at.w]), f.ok);
+}
+
+fn k4(f: Fetch) -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(k[f.at.x], k[f.at.y], k[f.at.z], k[f.at.w]), f.ok);
+}
+
+fn v4(f: Fetch) -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(v[f.at.x], v[f.at.y], v[f.at.z], v[f.at.w]), f.ok);
+}
+
+fn dy4(f: Fetch) -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(dy[f.at.x], dy[f.at.y], dy[f.at.z], dy[f.at.w]), f.ok);
+}
+
+fn y4(f: Fetch) -> vec4<f32> {
+  return select(vec4<f32>(0.0), vec4<f32>(y_in[f.at.x], y_in[f.at.y], y_in[f.at.z], y_in[f.at.w]), f.ok);
+}
+
+// The output operand's rows x0 .. x0+15 from one buffer; the upper half only for wide heads.
+fn v_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
+  var x = array<vec4<f32>, 2>(v4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
+  if (wide()) { x[1] = v4(x_at(h, lid, x0, 1u)); }
+  return x;
+}
+
+fn k_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
+  var x = array<vec4<f32>, 2>(k4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
+  if (wide()) { x[1] = k4(x_at(h, lid, x0, 1u)); }
+  return x;
+}
+
+fn q_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
+  var x = array<vec4<f32>, 2>(q4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
+  if (wide()) { x[1] = q4(x_at(h, lid, x0, 1u)); }
+  return x;
+}
+
+fn dy_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
+  var x = array<vec4<f32>, 2>(dy4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
+  if (wide()) { x[1] = dy4(x_at(h, lid, x0, 1u)); }
+  return x;
+}
+
+// s[j] += rows·column (tx + 16j) over the DK staged head columns. Private arrays are indexed by
+// constants only, here and below, so they stay in registers.
+fn scores(s: array<vec4<f32>, 4>, ty: u32, tx: u32) -> array<vec4<f32>, 4> {
+  var r = s;
+  for (var dd = 0u; dd < DK; dd++) {
+    let a = sh[AT_ROWS + ty * DK + dd];
+    let b = sh[AT_COLS + tx * (DK + 1u) + dd];
+    r[0] += a * b.x;
+    r[1] += a * b.y;
+    r[2] += a * b.z;
+    r[3] += a * b.w;
   }
+  return r;
 }
 
-fn load_qdy(r: Row, lid: u32, start: u32, n: u32) {
-  for (var i = lid; i < n * r.D; i += WG) {
-    let g = at(r, start + i / r.D) + i % r.D;
-    tile_x[i] = q[g];
-    tile_y[i] = dy[g];
+// Score columns left by the causal mask for the 4 rows: all of them off the diagonal block; on
+// it, column <= row (queries are rows) or column >= row (keys are rows, for dK/dV).
+fn visible(diagonal: bool, queries_are_rows: bool, ty: u32, col: u32) -> vec4<bool> {
+  let row = vec4<u32>(ty * 4u) + vec4<u32>(0u, 1u, 2u, 3u);
+  let c = vec4<u32>(col);
+  return vec4<bool>(!diagonal) | select(c >= row, c <= row, queries_are_rows);
+}
+
+// Column j of the scores, then the rest moved down: the output steps take s[0] each time.
+fn shifted(s: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
+  return array<vec4<f32>, 4>(s[1], s[2], s[3], s[0]);
+}
+
+// The same for the output slots, so the final stores also index them by a constant.
+fn shifted_slots(o: array<vec4<f32>, SLOTS>) -> array<vec4<f32>, SLOTS> {
+  return array<vec4<f32>, SLOTS>(o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[0]);
+}
+
+// Group g of an output step: acc0/acc1 (head columns 32g+tx, 32g+16+tx) += P·X over 16 rows.
+fn product(g: u32, ty: u32, tx: u32, acc0: vec4<f32>, acc1: vec4<f32>) -> array<vec4<f32>, 2> {
+  var c0 = acc0;
+  var c1 = acc1;
+  for (var e = 0u; e < 8u; e++) {
+    let pa = sh[AT_P + ty * 16u + 2u * e];
+    let pb = sh[AT_P + ty * 16u + 2u * e + 1u];
+    let x = sh[AT_X + (g * 8u + e) * 16u + tx];
+    c0 += pa * x.x;
+    c1 += pa * x.y;
+    c0 += pb * x.z;
+    c1 += pb * x.w;
   }
+  return array<vec4<f32>, 2>(c0, c1);
 }
 
-@compute @workgroup_size(64)
+// acc[c] (head column tx + 16c) += P·X over the staged 16 rows; groups past the head are skipped
+// by a branch uniform over the dispatch.
+fn accumulate(acc: array<vec4<f32>, SLOTS>, ty: u32, tx: u32) -> array<vec4<f32>, SLOTS> {
+  let D = head_dim();
+  var r = acc;
+  var x = product(0u, ty, tx, r[0], r[1]);
+  r[0] = x[0];
+  r[1] = x[1];
+  if (D > 32u) {
+    x = product(1u, ty, tx, r[2], r[3]);
+    r[2] = x[0];
+    r[3] = x[1];
+  }
+  if (D > 64u) {
+    x = product(2u, ty, tx, r[4], r[5]);
+    r[4] = x[0];
+    r[5] = x[1];
+  }
+  if (D > 96u) {
+    x = product(3u, ty, tx, r[6], r[7]);
+    r[6] = x[0];
+    r[7] = x[1];
+  }
+  return r;
+}
+
+// Where the 4 rows' values of head column tx + 16c go, and which exist.
+fn out_at(h: Head, r0: u32, tx: u32, c: u32) -> Fetch {
+  return fetch(h, vec4<u32>(r0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(tx + 16u * c));
+}
+
+// Every step below stages operands that were fetched from global memory one step earlier (the
+// next step's loads are issued between the barriers, before this step's arithmetic), so their
+// latency hides behind the arithmetic. Locals declared in loops are zeroed explicitly: naga
+// zeroes a declaration only once, not on each pass.
+
+@compute @workgroup_size(256)
 fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = row(wg, lid);
-  let valid = r.t < p.T;
-  let last = min(wg.x * WG + WG, p.T); // keys 0 .. last-1 serve the whole workgroup
-  let rows = tile_rows();
-  var qs: array<f32, MAX_D>;
-  var acc: array<f32, MAX_D>;
-  let qi = at(r, r.t);
-  for (var d = 0u; d < r.D; d++) {
-    qs[d] = select(0.0, q[qi + d], valid);
-    acc[d] = 0.0;
-  }
-  var mx = NEG_BIG;
-  var sum = 0.0;
-  for (var s0 = 0u; s0 < last; s0 += rows) {
-    let n = min(rows, last - s0);
-    load_kv(r, lid, s0, n);
-    workgroupBarrier();
-    for (var j = 0u; j < n && s0 + j <= r.t; j++) {
-      var score = 0.0;
-      for (var d = 0u; d < r.D; d++) { score += qs[d] * tile_x[j * r.D + d]; }
-      score *= r.scale;
-      let new_mx = max(mx, score);
-      let correction = exp(mx - new_mx);
-      let w = exp(score - new_mx);
-      sum = sum * correction + w;
-      for (var d = 0u; d < r.D; d++) { acc[d] = acc[d] * correction + w * tile_y[j * r.D + d]; }
-      mx = new_mx;
+  let h = head(wg);
+  let ty = lid / 16u;
+  let tx = lid % 16u;
+  let q0 = wg.x * BLOCK;
+  var o: array<vec4<f32>, SLOTS>;
+  var m = vec4<f32>(NEG_BIG);
+  var l = vec4<f32>(0.0); // this invocation's share of the row sums, at max m
+  var a = q4(rows_at(h, lid, q0, 0u));
+  var b = k4(cols_at(h, lid, 0u, 0u));
+  var x: array<vec4<f32>, 2>;
+  for (var k0 = 0u; k0 <= q0; k0 += BLOCK) {
+    var s = array<vec4<f32>, 4>();
+    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+      stage_scores(lid, a, b);
+      workgroupBarrier();
+      if (d0 + DK < head_dim()) {
+        a = q4(rows_at(h, lid, q0, d0 + DK));
+        b = k4(cols_at(h, lid, k0, d0 + DK));
+      } else {
+        x = v_x(h, lid, k0);
+      }
+      s = scores(s, ty, tx);
+      workgroupBarrier();
     }
+    let diagonal = k0 == q0;
+    s[0] = select(vec4<f32>(NEG_BIG), s[0] * h.scale, visible(diagonal, true, ty, tx));
+    s[1] = select(vec4<f32>(NEG_BIG), s[1] * h.scale, visible(diagonal, true, ty, tx + 16u));
+    s[2] = select(vec4<f32>(NEG_BIG), s[2] * h.scale, visible(diagonal, true, ty, tx + 32u));
+    s[3] = select(vec4<f32>(NEG_BIG), s[3] * h.scale, visible(diagonal, true, ty, tx + 48u));
+    sh[AT_RED + lid] = max(max(s[0], s[1]), max(s[2], s[3]));
     workgroupBarrier();
+    var m_new = m;
+    for (var i = 0u; i < 16u; i++) { m_new = max(m_new, sh[AT_RED + ty * 16u + i]); }
+    let correction = exp(m - m_new);
+    m = m_new;
+    s[0] = exp(s[0] - m);
+    s[1] = exp(s[1] - m);
+    s[2] = exp(s[2] - m);
+    s[3] = exp(s[3] - m);
+    l = l * correction + ((s[0] + s[1]) + (s[2] + s[3]));
+    o = array<vec4<f32>, SLOTS>(o[0] * correction, o[1] * correction, o[2] * correction, o[3] * correction,
+                                o[4] * correction, o[5] * correction, o[6] * correction, o[7] * correction);
+    for (var j = 0u; j < 4u; j++) {
+      stage_output(lid, s[0], x);
+      s = shifted(s);
+      workgroupBarrier();
+      if (j < 3u) {
+        x = v_x(h, lid, k0 + 16u * (j + 1u));
+      } else {
+        a = q4(rows_at(h, lid, q0, 0u));
+        b = k4(cols_at(h, lid, k0 + BLOCK, 0u));
+      }
+      o = accumulate(o, ty, tx);
+      workgroupBarrier();
+    }
   }
-  if (valid) {
-    for (var d = 0u; d < r.D; d++) { y[qi + d] = acc[d] / sum; }
-    lse[r.bh * p.T + r.t] = mx + log(sum);
+  sh[AT_RED + lid] = l;
+  workgroupBarrier();
+  var sum = vec4<f32>(0.0);
+  for (var i = 0u; i < 16u; i++) { sum += sh[AT_RED + ty * 16u + i]; }
+  let r0 = q0 + ty * 4u;
+  for (var c = 0u; c < SLOTS; c++) {
+    let f = out_at(h, r0, tx, c);
+    let val = o[0] / sum;
+    o = shifted_slots(o);
+    for (var i = 0u; i < 4u; i++) {
+      if (f.ok[i]) { y[f.at[i]] = val[i]; }
+    }
+  }
+  if (tx == 0u) {
+    let row_lse = m + log(sum);
+    for (var i = 0u; i < 4u; i++) {
+      if (r0 + i < p.T) { lse[h.bh * p.T + r0 + i] = row_lse[i]; }
+    }
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn attention_backward_delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = row(wg, lid);
-  if (r.t >= p.T) { return; }
-  let i = at(r, r.t);
-  var s = 0.0;
-  for (var d = 0u; d < r.D; d++) { s += dy[i + d] * y_in[i + d]; }
-  delta[r.bh * p.T + r.t] = s;
+  let h = head(wg);
+  let ty = lid / 16u;
+  let tx = lid % 16u;
+  let r0 = wg.x * BLOCK + ty * 4u;
+  var part = vec4<f32>(0.0);
+  for (var c = 0u; c * 16u < h.D; c++) {
+    let f = out_at(h, r0, tx, c);
+    part += dy4(f) * y4(f);
+  }
+  sh[AT_RED + lid] = part;
+  workgroupBarrier();
+  if (tx == 0u) {
+    var sum = vec4<f32>(0.0);
+    for (var i = 0u; i < 16u; i++) { sum += sh[AT_RED + ty * 16u + i]; }
+    for (var i = 0u; i < 4u; i++) {
+      if (r0 + i < p.T) { delta[h.bh * p.T + r0 + i] = sum[i]; }
+    }
+  }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn attention_backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = row(wg, lid);
-  let valid = r.t < p.T;
-  let last = min(wg.x * WG + WG, p.T);
-  let rows = tile_rows();
-  var qs: array<f32, MAX_D>;
-  var dys: array<f32, MAX_D>;
-  var acc: array<f32, MAX_D>;
-  let i = at(r, r.t);
-  for (var d = 0u; d < r.D; d++) {
-    qs[d] = select(0.0, q[i + d], valid);
-    dys[d] = select(0.0, dy[i + d], valid);
-    acc[d] = 0.0;
-  }
-  let stat = min(r.bh * p.T + r.t, r.bh * p.T + p.T - 1u); // clamped for rows past T
-  let row_lse = lse_in[stat];
-  let row_delta = delta_in[stat];
-  for (var s0 = 0u; s0 < last; s0 += rows) {
-    let n = min(rows, last - s0);
-    load_kv(r, lid, s0, n);
-    workgroupBarrier();
-    for (var j = 0u; j < n && s0 + j <= r.t; j++) {
-      var score = 0.0;
-      var dp = 0.0;
-      for (var d = 0u; d < r.D; d++) {
-        score += qs[d] * tile_x[j * r.D + d];
-        dp += dys[d] * tile_y[j * r.D + d];
+  let h = head(wg);
+  let ty = lid / 16u;
+  let tx = lid % 16u;
+  let q0 = wg.x * BLOCK;
+  let rows = min(vec4<u32>(q0 + ty * 4u) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u)); // rows past T: any value
+  let stat = vec4<u32>(h.bh * p.T) + rows;
+  let row_lse = vec4<f32>(lse_in[stat.x], lse_in[stat.y], lse_in[stat.z], lse_in[stat.w]);
+  let row_delta = vec4<f32>(delta_in[stat.x], delta_in[stat.y], delta_in[stat.z], delta_in[stat.w]);
+  var acc: array<vec4<f32>, SLOTS>;
+  var a = q4(rows_at(h, lid, q0, 0u));
+  var b = k4(cols_at(h, lid, 0u, 0u));
+  var x: array<vec4<f32>, 2>;
+  for (var k0 = 0u; k0 <= q0; k0 += BLOCK) {
+    var s = array<vec4<f32>, 4>();
+    var dp = array<vec4<f32>, 4>();
+    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+      stage_scores(lid, a, b);
+      workgroupBarrier();
+      if (d0 + DK < head_dim()) {
+        a = q4(rows_at(h, lid, q0, d0 + DK));
+        b = k4(cols_at(h, lid, k0, d0 + DK));
+      } else {
+        a = dy4(rows_at(h, lid, q0, 0u));
+        b = v4(cols_at(h, lid, k0, 0u));
       }
-      let ds = exp(score * r.scale - row_lse) * (dp - row_delta);
-      for (var d = 0u; d < r.D; d++) { acc[d] += ds * tile_x[j * r.D + d]; }
+      s = scores(s, ty, tx);
+      workgroupBarrier();
     }
-    workgroupBarrier();
+    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+      stage_scores(lid, a, b);
+      workgroupBarrier();
+      if (d0 + DK < head_dim()) {
+        a = dy4(rows_at(h, lid, q0, d0 + DK));
+        b = v4(cols_at(h, lid, k0, d0 + DK));
+      } else {
+        x = k_x(h, lid, k0);
+      }
+      dp = scores(dp, ty, tx);
+      workgroupBarrier();
+    }
+    let diagonal = k0 == q0;
+    for (var j = 0u; j < 4u; j++) {
+      let prob = exp(s[0] * h.scale - row_lse);
+      let ds = select(vec4<f32>(0.0), prob * (dp[0] - row_delta), visible(diagonal, true, ty, tx + 16u * j));
+      s = shifted(s);
+      dp = shifted(dp);
+      stage_output(lid, ds, x);
+      workgroupBarrier();
+      if (j < 3u) {
+        x = k_x(h, lid, k0 + 16u * (j + 1u));
+      } else {
+        a = q4(rows_at(h, lid, q0, 0u));
+        b = k4(cols_at(h, lid, k0 + BLOCK, 0u));
+      }
+      acc = accumulate(acc, ty, tx);
+      workgroupBarrier();
+    }
   }
-  if (valid) {
-    for (var d = 0u; d < r.D; d++) { dq[i + d] = acc[d] * r.scale; }
+  let r0 = q0 + ty * 4u;
+  for (var c = 0u; c < SLOTS; c++) {
+    let f = out_at(h, r0, tx, c);
+    let val = acc[0] * h.scale;
+    acc = shifted_slots(acc);
+    for (var i = 0u; i < 4u; i++) {
+      if (f.ok[i]) { dq[f.at[i]] = val[i]; }
+    }
   }
 }
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn attention_backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
-  let r = row(wg, lid); // here r.t is a key row s; it meets query rows t >= s
-  let valid = r.t < p.T;
-  var ks: array<f32, MAX_D>;
-  var vs: array<f32, MAX_D>;
-  var dk_acc: array<f32, MAX_D>;
-  var dv_acc: array<f32, MAX_D>;
-  let j = at(r, r.t);
-  for (var d = 0u; d < r.D; d++) {
-    ks[d] = select(0.0, k[j + d], valid);
-    vs[d] = select(0.0, v[j + d], valid);
-    dk_acc[d] = 0.0;
-    dv_acc[d] = 0.0;
-  }
-  let rows = tile_rows();
-  for (var t0 = wg.x * WG; t0 < p.T; t0 += rows) {
-    let n = min(rows, p.T - t0);
-    load_qdy(r, lid, t0, n);
-    workgroupBarrier();
-    for (var i = 0u; i < n; i++) {
-      let t = t0 + i;
-      if (t < r.t) { continue; }
-      var score = 0.0;
-      var dp = 0.0;
-      for (var d = 0u; d < r.D; d++) {
-        score += tile_x[i * r.D + d] * ks[d];
-        dp += tile_y[i * r.D + d] * vs[d];
+  let h = head(wg);
+  let ty = lid / 16u;
+  let tx = lid % 16u;
+  let k0 = wg.x * BLOCK; // here the rows are keys; the columns are queries t >= s
+  var dk_acc: array<vec4<f32>, SLOTS>;
+  var dv_acc: array<vec4<f32>, SLOTS>;
+  var a = k4(rows_at(h, lid, k0, 0u));
+  var b = q4(cols_at(h, lid, k0, 0u));
+  var x: array<vec4<f32>, 2>;
+  for (var q0 = k0; q0 < p.T; q0 += BLOCK) {
+    // This invocation's queries, one per score column, and their saved statistics.
+    let t = vec4<u32>(q0 + tx) + vec4<u32>(0u, 16u, 32u, 48u);
+    let stat = vec4<u32>(h.bh * p.T) + min(t, vec4<u32>(p.T - 1u));
+    var col_lse = vec4<f32>(lse_in[stat.x], lse_in[stat.y], lse_in[stat.z], lse_in[stat.w]);
+    var col_delta = vec4<f32>(delta_in[stat.x], delta_in[stat.y], delta_in[stat.z], delta_in[stat.w]);
+    var col_ok = t < vec4<u32>(p.T);
+    var s = array<vec4<f32>, 4>();
+    var dp = array<vec4<f32>, 4>();
+    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+      stage_scores(lid, a, b);
+      workgroupBarrier();
+      if (d0 + DK < head_dim()) {
+        a = k4(rows_at(h, lid, k0, d0 + DK));
+        b = q4(cols_at(h, lid, q0, d0 + DK));
+      } else {
+        a = v4(rows_at(h, lid, k0, 0u));
+        b = dy4(cols_at(h, lid, q0, 0u));
       }
-      let prob = exp(score * r.scale - lse_in[r.bh * p.T + t]);
-      let ds = prob * (dp - delta_in[r.bh * p.T + t]);
-      for (var d = 0u; d < r.D; d++) {
-        dk_acc[d] += ds * tile_x[i * r.D + d];
-        dv_acc[d] += prob * tile_y[i * r.D + d];
-      }
+      s = scores(s, ty, tx);
+      workgroupBarrier();
     }
-    workgroupBarrier();
+    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+      stage_scores(lid, a, b);
+      workgroupBarrier();
+      if (d0 + DK < head_dim()) {
+        a = v4(rows_at(h, lid, k0, d0 + DK));
+        b = dy4(cols_at(h, lid, q0, d0 + DK));
+      } else {
+        x = dy_x(h, lid, q0);
+      }
+      dp = scores(dp, ty, tx);
+      workgroupBarrier();
+    }
+    let diagonal = q0 == k0;
+    for (var j = 0u; j < 4u; j++) {
+      let keep = visible(diagonal, false, ty, tx + 16u * j) & vec4<bool>(col_ok.x);
+      let prob = select(vec4<f32>(0.0), exp(s[0] * h.scale - col_lse.x), keep);
+      let ds = prob * (dp[0] - col_delta.x);
+      s = shifted(s);
+      dp = shifted(dp);
+      col_lse = col_lse.yzwx;
+      col_delta = col_delta.yzwx;
+      col_ok = col_ok.yzwx;
+      stage_output(lid, prob, x);
+      workgroupBarrier();
+      x = q_x(h, lid, q0 + 16u * j);
+      dv_acc = accumulate(dv_acc, ty, tx);
+      workgroupBarrier();
+      stage_output(lid, ds, x);
+      workgroupBarrier();
+      if (j < 3u) {
+        x = dy_x(h, lid, q0 + 16u * (j + 1u));
+      } else {
+        a = k4(rows_at(h, lid, k0, 0u));
+        b = q4(cols_at(h, lid, q0 + BLOCK, 0u));
+      }
+      dk_acc = accumulate(dk_acc, ty, tx);
+      workgroupBarrier();
+    }
   }
-  if (valid) {
-    for (var d = 0u; d < r.D; d++) {
-      dk[j + d] = dk_acc[d] * r.scale;
-      dv[j + d] = dv_acc[d];
+  let r0 = k0 + ty * 4u;
+  for (var c = 0u; c < SLOTS; c++) {
+    let f = out_at(h, r0, tx, c);
+    let val_k = dk_acc[0] * h.scale;
+    let val_v = dv_acc[0];
+    dk_acc = shifted_slots(dk_acc);
+    dv_acc = shifted_slots(dv_acc);
+    for (var i = 0u; i < 4u; i++) {
+      if (f.ok[i]) {
+        dk[f.at[i]] = val_k[i];
+        dv[f.at[i]] = val_v[i];
+      }
     }
   }
 }

@@ -210,7 +210,13 @@ def test_gelu_is_relatively_accurate_in_the_tails():
 
 # ---------------------------------------------------------------------------- attention
 
-ATTN_SHAPES = [(1, 1, 8, 2), (2, 7, 12, 3), (1, 70, 64, 1), (1, 130, 256, 2)] + [(1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS[:3]]
+# (B, T, C, n_head). The kernels work in blocks of 64 positions, 16 head columns per score step and
+# 32 per output group: T = 1, inside a block (7, 100), at one (64) and past one (65, 70, 129, 130);
+# head sizes below a step (4, 5), odd (5, 33, 99), past a group (33, 80) and the largest (128);
+# then every preset's own layer.
+ATTN_SHAPES = [(1, 1, 8, 2), (2, 7, 12, 3), (3, 100, 15, 3), (1, 70, 64, 1), (2, 64, 66, 2), (1, 129, 99, 1),
+               (1, 65, 160, 2), (1, 130, 256, 2)]
+ATTN_SHAPES += [(1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS]
 
 
 def attention_lse(q, k, n_head):

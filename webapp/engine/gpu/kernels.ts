@@ -14,7 +14,7 @@ import attention from "../../../shaders/attention.wgsl";
 import crossentropy from "../../../shaders/crossentropy.wgsl";
 import optimizer from "../../../shaders/optimizer.wgsl";
 
-/** The attention kernels keep a head's row in registers sized by the shader's own MAX_D. */
+/** The widest head the attention kernels take: their registers are sized by the shader's own MAX_D. */
 export const MAX_HEAD_DIM = Number(/const MAX_D = (\d+)u;/.exec(attention)?.[1]);
 
 export type Workgroups = [number, number, number];
@@ -34,7 +34,8 @@ const matmulTiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), 1
 const vec4Tiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), s.splits ?? 1];
 const vec4Tiles64 = (s: Sizes): Workgroups => [ceil(s.N, 64), ceil(s.M, 64), s.splits ?? 1];
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
-const perHeadRow = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
+// Attention: one workgroup per block of 64 positions of one (batch, head).
+const perHeadBlock = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
 // One invocation per element in workgroups of 256, the grid folded into y past 65535.
 export function elementwise(n: number): Workgroups {
   const groups = ceil(n, 256);
@@ -63,10 +64,10 @@ export const F32_KERNELS = {
   gelu_backward: { source: gelu, entry: "gelu_backward", workgroups: (s) => elementwise(s.n) },
   residual_add: { source: residual, entry: "residual_add", workgroups: (s) => elementwise(s.n) },
   residual_accumulate: { source: residual, entry: "residual_accumulate", workgroups: (s) => elementwise(s.n) },
-  attention_forward: { source: attention, entry: "attention_forward", workgroups: perHeadRow },
-  attention_backward_delta: { source: attention, entry: "attention_backward_delta", workgroups: perHeadRow },
-  attention_backward_dq: { source: attention, entry: "attention_backward_dq", workgroups: perHeadRow },
-  attention_backward_dkdv: { source: attention, entry: "attention_backward_dkdv", workgroups: perHeadRow },
+  attention_forward: { source: attention, entry: "attention_forward", workgroups: perHeadBlock },
+  attention_backward_delta: { source: attention, entry: "attention_backward_delta", workgroups: perHeadBlock },
+  attention_backward_dq: { source: attention, entry: "attention_backward_dq", workgroups: perHeadBlock },
+  attention_backward_dkdv: { source: attention, entry: "attention_backward_dkdv", workgroups: perHeadBlock },
   crossentropy_forward: { source: crossentropy, entry: "crossentropy_forward", workgroups: perRow },
   crossentropy_backward: { source: crossentropy, entry: "crossentropy_backward", workgroups: perRow },
   crossentropy_mean: { source: crossentropy, entry: "crossentropy_mean", workgroups: () => [1, 1, 1] },
