@@ -62,52 +62,21 @@ def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict
 
 
 def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
+    """The same model, initialisation and step in PyTorch eager (tinygpt/torch_model.py)."""
     torch = cuda_torch()
     if torch is None:
         return None
-    import torch.nn.functional as F
-    p = preset(preset_id)
-    V, C, H, T, L, B = FACTS["vocab_size"], p["n_embd"], p["n_head"], p["block_size"], p["n_layer"], p["batch_size"]
+    from tinygpt import model
+    from tinygpt.torch_model import torch_loss
+    from tinygpt.train import TrainConfig
+    config, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
+    B, T = tc.batch_size, config.block_size
     dev = torch.device("cuda")
-    torch.manual_seed(0)
-
-    def linear(i, o):
-        return torch.nn.Linear(i, o, device=dev)
-
-    class Block(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.ln1, self.ln2 = torch.nn.LayerNorm(C, device=dev), torch.nn.LayerNorm(C, device=dev)
-            self.q, self.k, self.v, self.o = (linear(C, C) for _ in range(4))
-            self.fc_in, self.fc_out = linear(C, 4 * C), linear(4 * C, C)
-
-        def forward(self, x):
-            h = self.ln1(x)
-            split = lambda t: t.view(B, T, H, C // H).transpose(1, 2)  # noqa: E731
-            y = F.scaled_dot_product_attention(split(self.q(h)), split(self.k(h)), split(self.v(h)), is_causal=True)
-            x = x + self.o(y.transpose(1, 2).reshape(B, T, C))
-            return x + self.fc_out(F.gelu(self.fc_in(self.ln2(x))))
-
-    class GPT(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.wte, self.wpe = torch.nn.Embedding(V, C, device=dev), torch.nn.Embedding(T, C, device=dev)
-            self.blocks = torch.nn.ModuleList(Block() for _ in range(L))
-            self.ln_f = torch.nn.LayerNorm(C, device=dev)
-
-        def forward(self, idx, targets):
-            x = self.wte(idx) + self.wpe(torch.arange(T, device=dev))
-            for b in self.blocks:
-                x = b(x)
-            logits = self.ln_f(x) @ self.wte.weight.T
-            return F.cross_entropy(logits.reshape(-1, V), targets.reshape(-1))
-
-    gpt = GPT()
-    o = FACTS["optimizer"]
-    params = list(gpt.parameters())
-    opt = torch.optim.AdamW([{"params": [q for q in params if q.dim() == 2], "weight_decay": o["weight_decay"]},
+    P = {k: torch.tensor(v, device=dev, requires_grad=True) for k, v in model.init_params(config, tc.seed).items()}
+    params = list(P.values())
+    opt = torch.optim.AdamW([{"params": [q for q in params if q.dim() == 2], "weight_decay": tc.weight_decay},
                              {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}],
-                            lr=p["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"])
+                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
     data = torch.frombuffer(bytearray(text.read_bytes()), dtype=torch.uint8).to(dev).long()
     gen = torch.Generator(device=dev).manual_seed(0)
 
@@ -115,10 +84,10 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
         starts = torch.randint(0, len(data) - T - 1, (B,), device=dev, generator=gen)
         rows = starts[:, None] + torch.arange(T + 1, device=dev)
         chunk = data[rows]
-        loss = gpt(chunk[:, :-1], chunk[:, 1:])
+        loss = torch_loss(config, P, chunk[:, :-1], chunk[:, 1:])[1]
         opt.zero_grad(set_to_none=True)
         loss.backward()
-        torch.nn.utils.clip_grad_norm_(params, o["grad_clip"])
+        torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
         opt.step()
         return loss
 
