@@ -4,10 +4,18 @@ preset configs, same machine. Writes content/data/train_cpu.json.
 
     python bench/bench_cpu.py                        # tiny,small; 1 and 2 threads
     python bench/bench_cpu.py --presets small --threads 1,2,4 --seconds 10
+    python bench/bench_cpu.py --simd both            # the relaxed-SIMD and the plain build, side by side
     python bench/bench_cpu.py --build-only DIR       # compile + bundle the Node side into DIR
     python bench/bench_cpu.py --prebuilt DIR         # use DIR (a machine without node_modules)
 
-The ratio reported is WASM tokens/s over PyTorch tokens/s at the same thread count.
+cpu.wasm carries two builds of the kernels: plain SIMD, and relaxed SIMD (fused
+multiply-add), which the backend uses where the engine has it and it passes the
+numerics gate. Node 20 needs --experimental-wasm-relaxed-simd for it; this
+script passes that flag when the node it runs knows it. Every WASM result says
+which build ran ("simd": "relaxed" or "plain").
+
+The ratio reported is WASM tokens/s over PyTorch tokens/s at the same thread
+count, for each SIMD build measured.
 """
 import argparse
 import datetime
@@ -27,18 +35,30 @@ OUT = ROOT / "content" / "data" / "train_cpu.json"
 
 
 def build(dest: Path):
+    from tinygpt.build.bundle import compile_cpu_wasm
     bin_ = ROOT / "node_modules" / ".bin"
     dest.mkdir(parents=True, exist_ok=True)
-    subprocess.run([bin_ / "asc", "--config", "webapp/cpu/asconfig.json", "--target", "release", "--outFile", dest / "cpu.wasm"], cwd=ROOT, check=True)
+    compile_cpu_wasm(ROOT, dest / "cpu.wasm")
     for src, name in (("bench/cpu_node.ts", "cpu_node.mjs"), ("webapp/cpu/test/thread_worker.ts", "thread_worker.mjs")):
         subprocess.run([bin_ / "esbuild", src, "--bundle", "--platform=node", "--format=esm", f"--outfile={dest / name}",
                         "--log-level=warning"], cwd=ROOT, check=True)
 
 
-def bench_wasm(built: Path, presets: list[str], threads: list[int], seconds: float, node: str) -> list[dict]:
-    out = subprocess.run([node, built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), ",".join(presets), ",".join(map(str, threads))],
-                         check=True, stdout=subprocess.PIPE, text=True)
-    return [{"backend": "wasm", "preset": r["preset"], "threads": int(r["threads"].split()[0]), "tokens_per_s": r["tokens_per_s"],
+RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
+
+
+def node_flags(node: str) -> list[str]:
+    """The flag that turns relaxed SIMD on, for a node that has it behind one (Node 20)."""
+    options = subprocess.run([node, "--v8-options"], capture_output=True, text=True).stdout
+    return [RELAXED_FLAG] if RELAXED_FLAG in options else []
+
+
+def bench_wasm(built: Path, presets: list[str], threads: list[int], seconds: float, node: str, simd: str,
+               spin_ms: float | None) -> list[dict]:
+    cmd = [node, *node_flags(node), built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), ",".join(presets),
+           ",".join(map(str, threads)), simd, *([] if spin_ms is None else [str(spin_ms)])]
+    out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
+    return [{"backend": "wasm", "preset": r["preset"], "threads": r["threads"], "simd": r["simd"], "tokens_per_s": r["tokens_per_s"],
              "seconds_per_step": r["seconds_per_step"]} for r in json.loads(out.stdout)]
 
 
@@ -130,7 +150,10 @@ def plot_fields(doc: dict) -> dict:
     def label(r):
         if r["backend"] == "numpy":
             return "numpy reference (BLAS threads)"
-        name = {"wasm": "WebAssembly", "torch": "PyTorch eager"}[r["backend"]]
+        if r["backend"] == "wasm":
+            name = f"WebAssembly ({'relaxed SIMD' if r['simd'] == 'relaxed' else 'SIMD'})"
+        else:
+            name = "PyTorch eager"
         return f"{name}, {r['threads']} thread{'s' if r['threads'] > 1 else ''}"
     series = {}
     for r in doc["results"]:
@@ -140,7 +163,8 @@ def plot_fields(doc: dict) -> dict:
         "hardware": f"{hw['cpu']} ({hw['logical_cpus']} logical CPUs)" + (f"; {doc['note']}" if doc["note"] else ""),
         "x_label": "preset",
         "series": [{"name": name, "unit": "tokens/s", "points": points} for name, points in series.items()],
-        "rows": [{"preset": r["preset"], "threads": r["threads"], "WASM / PyTorch": round(r["wasm_over_torch"], 3)} for r in doc["ratios"]],
+        "rows": [{"preset": r["preset"], "threads": r["threads"], "SIMD": r["simd"], "WASM / PyTorch": round(r["wasm_over_torch"], 3)}
+                 for r in doc["ratios"]],
     }
 
 
@@ -152,6 +176,9 @@ def main():
     ap.add_argument("--build-only", type=Path, metavar="DIR")
     ap.add_argument("--prebuilt", type=Path, metavar="DIR")
     ap.add_argument("--node", default="node")
+    ap.add_argument("--simd", choices=("auto", "plain", "both"), default="auto",
+                    help="auto: what the app runs (relaxed where available and gated in); plain: the plain build only; both")
+    ap.add_argument("--spin-ms", type=float, help="how long idle threads spin before sleeping (webapp/cpu/threads.ts)")
     ap.add_argument("--numpy-presets", help="presets to time the (slow) numpy reference on; default: all of --presets, 'none' for none")
     ap.add_argument("--note", default="", help="where and how it ran, kept in the JSON")
     ap.add_argument("--out", type=Path, default=OUT)
@@ -167,7 +194,7 @@ def main():
         built = args.prebuilt or Path(tmp)
         if not args.prebuilt:
             build(built)
-        results = bench_wasm(built, presets, threads, args.seconds, args.node)
+        results = bench_wasm(built, presets, threads, args.seconds, args.node, args.simd, args.spin_ms)
     try:
         import torch
         torch_version = torch.__version__
@@ -184,12 +211,15 @@ def main():
     ratios = []
     for r in results:
         if r["backend"] == "torch":
-            w = next(w for w in results if w["backend"] == "wasm" and w["preset"] == r["preset"] and w["threads"] == r["threads"])
-            ratios.append({"preset": r["preset"], "threads": r["threads"], "wasm_over_torch": w["tokens_per_s"] / r["tokens_per_s"]})
+            for w in results:
+                if w["backend"] == "wasm" and w["preset"] == r["preset"] and w["threads"] == r["threads"]:
+                    ratios.append({"preset": r["preset"], "threads": r["threads"], "simd": w["simd"],
+                                   "wasm_over_torch": w["tokens_per_s"] / r["tokens_per_s"]})
     for r in results:
-        print(f"{r['backend']:6} {r['preset']:7} threads={str(r['threads'] or 'blas'):4} {r['tokens_per_s']:10.0f} tok/s")
+        simd = f" ({r['simd']} SIMD)" if r["backend"] == "wasm" else ""
+        print(f"{r['backend']:6} {r['preset']:7} threads={str(r['threads'] or 'blas'):4} {r['tokens_per_s']:10.0f} tok/s{simd}")
     for r in ratios:
-        print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f}")
+        print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f} ({r['simd']} SIMD)")
     node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
     doc = {
         "benchmark": "train_cpu",
@@ -198,7 +228,8 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},
         "note": args.note,
-        "software": {"node": node_version, "python": platform.python_version(), "torch": torch_version},
+        "software": {"node": node_version, "node_flags": node_flags(args.node), "python": platform.python_version(), "torch": torch_version},
+        "wasm_simd": args.simd,
         "results": results,
         "ratios": ratios,
     }

@@ -2,12 +2,14 @@
 CSS from the page script, errors located; `npm ci` when node_modules is stale."""
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from tinygpt.build import bundle
 from tinygpt.build.context import BuildError, Context
+from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -72,3 +74,47 @@ def test_npm_ci_runs_when_node_modules_is_older_than_the_lock(tmp_path, monkeypa
     os.utime(tmp_path / "node_modules" / ".package-lock.json", None)
     bundle.ensure_node_modules(tmp_path)
     assert calls == []
+
+
+def _sections(data: bytes):
+    """(id, payload) of each section of a WebAssembly module."""
+    def leb(pos):
+        value = shift = 0
+        while True:
+            byte = data[pos]
+            pos += 1
+            value |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                return value, pos
+    assert data[:4] == b"\0asm"
+    pos = 8
+    while pos < len(data):
+        size, start = leb(pos + 1)
+        yield data[pos], data[start:start + size]
+        pos = start + size
+
+
+def test_cpu_wasm_carries_the_relaxed_build_in_a_custom_section(tmp_path):
+    if not (REPO / "node_modules" / ".bin" / "asc").exists():
+        pytest.skip("node_modules is not installed (npm ci)")
+    out = tmp_path / "cpu.wasm"
+    bundle.compile_cpu_wasm(REPO, out)
+    name = next(b["wasm_section"] for b in FACTS["backends"] if b["id"] == "relaxed-simd").encode()
+    custom = [payload for section, payload in _sections(out.read_bytes()) if section == 0]
+    relaxed = [p[1 + len(name):] for p in custom if p[0] == len(name) and p[1:1 + len(name)] == name]
+    assert len(relaxed) == 1 and relaxed[0][:4] == b"\0asm"
+    (tmp_path / "relaxed.wasm").write_bytes(relaxed[0])
+    # The plain module runs on engines without relaxed SIMD; the relaxed one needs it (Node 20: behind a flag).
+    check = ("const fs = require('fs'); console.log(['cpu.wasm', 'relaxed.wasm']"
+             ".map((f) => WebAssembly.validate(fs.readFileSync(f))).join(' '))")
+
+    def valid(*flags):
+        return subprocess.run(["node", *flags, "-e", check], cwd=tmp_path, capture_output=True, text=True, check=True).stdout.split()
+
+    flag = "--experimental-wasm-relaxed-simd"
+    options = subprocess.run(["node", "--v8-options"], capture_output=True, text=True, check=True).stdout
+    if flag in options:
+        assert valid(flag) == ["true", "true"]
+    if f"default: --no-{flag[2:]}" in options:
+        assert valid() == ["true", "false"]

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tinygpt import checkpoint, model
+from tinygpt.golden import reference_run
 from tinygpt.train import Trainer, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,18 +45,9 @@ def split_reference(path: Path) -> None:
     splits its weight-gradient and LayerNorm reductions, and a context longer than one
     attention block (the golden fixture's 4 x 16 exercises neither)."""
     config = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=64, n_head=2, block_size=80)
-    train = TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11)
-    init = model.init_params(config, train.seed)
-    trainer = Trainer(config, train, {k: v.copy() for k, v in init.items()})
-    rng = np.random.default_rng(12)
-    steps = []
-    for _ in range(2):
-        x, y = (rng.integers(0, 256, (train.batch_size, config.block_size)) for _ in "xy")
-        steps.append({"x": x.ravel().tolist(), "y": y.ravel().tolist(), "lr": train.lr,
-                      "loss": trainer.train_step(x, y, train.lr)["loss"]})
-    path.write_text(json.dumps({
-        "config": config.to_dict(), "train": train.to_dict(), "init_params": model.flatten(init, config).tolist(),
-        "steps": steps, "l2": {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}}))
+    doc, trainer = reference_run(config, TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11), 2, data_seed=12)
+    l2 = {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}
+    path.write_text(json.dumps(doc | {"l2": l2}))
 
 
 @pytest.fixture(scope="module")

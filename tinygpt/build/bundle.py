@@ -1,7 +1,8 @@
 """The bundle step: webapp/ through esbuild (from npm) into content-hashed files
 under dist/assets/, the WebAssembly CPU backend through AssemblyScript when
-webapp/cpu/asconfig.json exists, the site CSS (with pygments' classes), and
-site/static/ (favicon, ...) copied to the top level.
+webapp/cpu/asconfig.json exists (two builds of one source in one file), the
+site CSS (with pygments' classes), and site/static/ (favicon, ...) copied to
+the top level.
 
 Entry points: webapp/app/main.ts -> assets["app"] (and assets["app_css"] when it
 imports CSS), webapp/worker/worker.ts -> assets["worker"]. ESM, minified, source
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from ..facts import FACTS
 from . import markdown
 from .context import BuildError, Context
 
@@ -70,14 +72,46 @@ def _esbuild(root: Path, assets_dir: Path, entries: dict[str, str]) -> dict[str,
     return urls
 
 
+_RELAXED_SECTION = next(b["wasm_section"] for b in FACTS["backends"] if b["id"] == "relaxed-simd")
+
+
 def _wasm_key(root: Path) -> str:
     """Hash of everything the WebAssembly build reads, so an unchanged backend is not recompiled."""
-    h = hashlib.sha256()
+    h = hashlib.sha256(_RELAXED_SECTION.encode())
     cpu = root / "webapp" / "cpu"
     for path in [cpu / "asconfig.json", root / "package-lock.json", *sorted((cpu / "assembly").rglob("*"))]:
         if path.is_file():
             h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
+
+
+def _leb128(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def compile_cpu_wasm(root: Path, out: Path):
+    """cpu.wasm: asconfig's "release" target (plain SIMD) carrying its "relaxed" target (relaxed SIMD,
+    from the same source) in a custom section, which engines skip; webapp/cpu/wasm.ts takes it out."""
+    with tempfile.TemporaryDirectory() as tmp:
+        built = {}
+        for target in ("release", "relaxed"):
+            built[target] = Path(tmp) / f"{target}.wasm"
+            cmd = [str(root / "node_modules/.bin/asc"), "--config", "webapp/cpu/asconfig.json", "--target", target,
+                   "--outFile", str(built[target])]
+            result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
+            if result.returncode != 0:
+                text = (result.stderr or result.stdout).strip()
+                at = re.search(r"(\S+\.ts)\((\d+),(\d+)\)", text)  # asc: "in assembly/x.ts(12,3)"
+                where = f"webapp/cpu/{at[1].lstrip('./')}:{at[2]}:{at[3]}" if at else "webapp/cpu/asconfig.json"
+                raise BuildError(f"AssemblyScript failed ({target}):\n{text}", where)
+        name = _RELAXED_SECTION.encode()
+        body = _leb128(len(name)) + name + built["relaxed"].read_bytes()
+        out.write_bytes(built["release"].read_bytes() + b"\0" + _leb128(len(body)) + body)
 
 
 def _wasm(root: Path, cache: Path, assets_dir: Path) -> tuple[str, bool]:
@@ -87,14 +121,7 @@ def _wasm(root: Path, cache: Path, assets_dir: Path) -> tuple[str, bool]:
     if not hit:
         cached.parent.mkdir(parents=True, exist_ok=True)
         tmp = cached.with_suffix(".tmp")
-        cmd = [str(root / "node_modules/.bin/asc"), "--config", "webapp/cpu/asconfig.json", "--target", "release",
-               "--outFile", str(tmp)]
-        result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
-        if result.returncode != 0:
-            text = (result.stderr or result.stdout).strip()
-            at = re.search(r"(\S+\.ts)\((\d+),(\d+)\)", text)  # asc: "in assembly/x.ts(12,3)"
-            where = f"webapp/cpu/{at[1].lstrip('./')}:{at[2]}:{at[3]}" if at else "webapp/cpu/asconfig.json"
-            raise BuildError(f"AssemblyScript failed:\n{text}", where)
+        compile_cpu_wasm(root, tmp)
         tmp.rename(cached)
     data = cached.read_bytes()
     name = hashed_name("cpu", data, ".wasm")

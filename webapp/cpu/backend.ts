@@ -1,24 +1,33 @@
 // The WebAssembly CPU backend: the same training step as the reference
 // (tinygpt/model.py, tinygpt/train.py) over one linear memory, with the kernels
 // of assembly/index.ts. Everything lives in that memory: parameters, gradients,
-// Adam moments, transposed-weight scratch, and the activations of one
-// micro-batch. A batch whose activations would not fit the budget is run as
-// several micro-batches whose gradients add up (the loss is a mean over all
-// positions, so the result is the same step).
+// Adam moments, transposed weights, and the activations of one micro-batch. A
+// batch whose activations would not fit the budget is run as several
+// micro-batches whose gradients add up (the loss is a mean over all positions,
+// so the result is the same step).
+//
+// A step is a short list of jobs (threads.ts): row-wise kernels chain inside a
+// job, and a job ends only where a kernel needs rows other threads wrote. Per
+// layer that is twice forward (around attention) and twice backward (around
+// attention, and once the weight gradients need every row), so a Small step
+// waits at about 20 barriers, not one per kernel call.
 
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
-import { CONTROL_BYTES, singleThread, threadPool, type Kernels, type Pool, type WorkerLike } from "./threads";
+import { gatedRelaxed } from "./gate";
+import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
 import { withSharedMemory } from "./wasm";
 
 export type OptimizerConfig = Pick<TrainConfig, "beta1" | "beta2" | "eps" | "weight_decay" | "grad_clip">;
 
 export interface CpuBackendOptions {
-  /** The compiled cpu.wasm bytes, or an already compiled module (a module always runs on one thread). */
+  /** The built cpu.wasm bytes (the relaxed-SIMD build rides inside, wasm.ts), or a compiled module (then one thread, plain). */
   wasm: BufferSource | WebAssembly.Module;
   /** Threads wanted; more than 1 needs SharedArrayBuffer (a cross-origin isolated page) and a way to start workers. */
   threads: number;
+  /** Use the relaxed-SIMD build where the engine supports it and it passes the gate (default true). */
+  relaxed?: boolean;
   /** The worker script to start helper threads with (it must call handleCpuThreadMessage first). */
   workerUrl?: string | URL;
   /** Starts one helper worker; overrides workerUrl (Node tests pass worker_threads here). */
@@ -31,17 +40,23 @@ export interface CpuBackendOptions {
   activationBudget?: number;
 }
 
+/** A Backend on WebAssembly, saying which paths it runs on. */
+export interface CpuBackend extends Backend {
+  readonly threads: number;
+  /** Running the relaxed-SIMD (fused multiply-add) build. */
+  readonly relaxed: boolean;
+}
+
 interface Exports extends Kernels {
   memory: WebAssembly.Memory;
   heap_base(): number;
-  embed_backward(dwte: number, dwpe: number, dout: number, tokens: number, T: number, C: number, rows: number): void;
-  sumsq(x: number, n: number): number;
 }
 
 const PAGE = 65536;
 const MAX_PAGES = 65536; // asconfig maximumMemory: the whole 4 GiB a wasm32 memory can address
 const SHARED_MAX_PAGES = 32768; // shared memories reserve their maximum up front: keep it to 2 GiB
 const DEFAULT_ACTIVATION_BUDGET = 512 * 1024 * 1024;
+const NORM_BLOCK = 1024; // assembly sumsq's block
 
 /** Bump allocator over byte addresses, 64-byte aligned (SIMD loads and cache lines). */
 class Arena {
@@ -62,23 +77,29 @@ interface Acts {
   seqs: number;
   layers: LayerActs[];
   res: number; lnf: number; lnfMean: number; lnfRstd: number; logits: number; losses: number; tokens: number; targets: number;
-  dres: number; da: number; dq: number; dk: number; dv: number; dh: number; dscratch: number; xT: number;
+  attScratch: number;
+  /** Gradients w.r.t. the residual stream, in turns: a layer's output and its mid point. */
+  dres: [number, number];
+  dln1: number; dln2: number; dy: number; dq: number; dk: number; dv: number; dh: number;
+  /** Transposed copies of g and dlogits, for weight gradients whose K exceeds M. */
+  gT: number; logitsT: number;
 }
 
 /** Activation buffers for `seqs` sequences of block_size tokens, allocated from `arena`. */
 function layoutActs(m: ModelConfig, seqs: number, arena: Arena): Acts {
-  const N = seqs * m.block_size, C = m.n_embd, F = 4 * C;
+  const T = m.block_size, Tp = Math.ceil(T / 4) * 4;
+  const N = seqs * T, C = m.n_embd, F = 4 * C, H = m.n_head, D = C / H;
   const t = (n: number) => arena.take(n);
   const layers = Array.from({ length: m.n_layer }, () => ({
     res: t(N * C), ln1: t(N * C), ln1Mean: t(N), ln1Rstd: t(N), q: t(N * C), k: t(N * C), v: t(N * C),
-    att: t(seqs * m.n_head * m.block_size * m.block_size), y: t(N * C), mid: t(N * C), ln2: t(N * C),
+    att: t(seqs * H * T * Tp), y: t(N * C), mid: t(N * C), ln2: t(N * C),
     ln2Mean: t(N), ln2Rstd: t(N), h: t(N * F), g: t(N * F),
   }));
   return {
     seqs, layers, res: t(N * C), lnf: t(N * C), lnfMean: t(N), lnfRstd: t(N), logits: t(N * m.vocab_size),
-    losses: t(N), tokens: t(N), targets: t(N),
-    dres: t(N * C), da: t(N * C), dq: t(N * C), dk: t(N * C), dv: t(N * C), dh: t(N * F), dscratch: t(seqs * m.n_head * m.block_size),
-    xT: t(N * Math.max(F, m.vocab_size)),
+    losses: t(N), tokens: t(N), targets: t(N), attScratch: t(seqs * H * (D + 4) * Tp),
+    dres: [t(N * C), t(N * C)], dln1: t(N * C), dln2: t(N * C), dy: t(N * C), dq: t(N * C), dk: t(N * C), dv: t(N * C),
+    dh: t(N * F), gT: F > C ? t(N * F) : 0, logitsT: m.vocab_size > C ? t(N * m.vocab_size) : 0,
   };
 }
 
@@ -87,33 +108,37 @@ function layoutActs(m: ModelConfig, seqs: number, arena: Arena): Acts {
  * exists, it starts helper workers on a shared memory; if that fails (no
  * worker, no shared memory this large) it runs on one thread, and `device` says so.
  */
-export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptions): Promise<Backend> {
+export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptions): Promise<CpuBackend> {
   checkModelConfig(model);
   const C = model.n_embd, H = model.n_head;
   if (C % 4 !== 0 || (C / H) % 4 !== 0) {
     throw new Error(`cpu backend: n_embd (${C}) and head size n_embd/n_head (${C / H}) must be multiples of 4 for SIMD`);
   }
   if (!Number.isInteger(opts.threads) || opts.threads < 1) throw new Error(`cpu backend: threads must be a positive integer, got ${opts.threads}`);
+  const compiled = opts.wasm instanceof WebAssembly.Module;
+  const relaxed = !compiled && opts.relaxed !== false ? await gatedRelaxed(opts.wasm as BufferSource) : null;
+  const bytes = compiled ? null : relaxed ?? (opts.wasm as BufferSource);
   const canShare = typeof SharedArrayBuffer !== "undefined" && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
   const spawn = opts.spawn ?? (opts.workerUrl !== undefined ? () => new Worker(opts.workerUrl!, { type: "module" }) : null);
-  if (opts.threads > 1 && canShare && spawn && !(opts.wasm instanceof WebAssembly.Module)) {
+  if (opts.threads > 1 && canShare && spawn && bytes) {
     const helpers: WorkerLike[] = [];
     try {
       while (helpers.length < opts.threads - 1) helpers.push(spawn());
-      return await start(model, opts, helpers);
+      const module = await WebAssembly.compile(withSharedMemory(bytes));
+      return await start(model, opts, module, relaxed !== null, helpers);
     } catch (err) {
       for (const w of helpers) w.terminate();
       console.warn(`cpu backend: running on one thread (${(err as Error).message})`);
     }
   }
-  return start(model, opts, null);
+  const module = bytes ? await WebAssembly.compile(bytes) : (opts.wasm as WebAssembly.Module);
+  return start(model, opts, module, relaxed !== null, null);
 }
 
-async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: WorkerLike[] | null): Promise<Backend> {
+async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAssembly.Module, relaxed: boolean,
+  helpers: WorkerLike[] | null): Promise<CpuBackend> {
   const C = model.n_embd, H = model.n_head;
   const shared = helpers !== null;
-  const module = opts.wasm instanceof WebAssembly.Module ? opts.wasm
-    : await WebAssembly.compile(shared ? withSharedMemory(opts.wasm) : opts.wasm);
   const memory = new WebAssembly.Memory({ initial: 1, maximum: shared ? SHARED_MAX_PAGES : MAX_PAGES, shared });
   const instance = await WebAssembly.instantiate(module, { env: { memory } });
   const ex = instance.exports as unknown as Exports;
@@ -124,7 +149,10 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
   const fixed = new Arena(Math.ceil(ex.heap_base() / 64) * 64);
   const control = fixed.take(CONTROL_BYTES / 4);
   const params = fixed.take(P), grads = fixed.take(P), mom1 = fixed.take(P), mom2 = fixed.take(P);
-  const wT = fixed.take(Math.max(C * F, C * V));
+  // Every matrix transposed, at its own offset: input gradients and the tied head read W^T.
+  const paramsT = fixed.take(P);
+  const normBlocks = Math.ceil(P / NORM_BLOCK);
+  const norms = fixed.take(2 * normBlocks);
   const decayed = layout.filter((t) => t.decay);
   const decayRanges = fixed.take(2 * decayed.length);
   const actsBase = fixed.end;
@@ -132,7 +160,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
   layoutActs(model, 1, oneSeq);
   const maxSeqs = Math.max(1, Math.floor((opts.activationBudget ?? DEFAULT_ACTIVATION_BUDGET) / oneSeq.end));
 
-  let f32 = new Float32Array(0), i32 = new Int32Array(0);
+  let f32 = new Float32Array(0), i32 = new Int32Array(0), f64 = new Float64Array(0);
   const ensureBytes = (end: number) => {
     const pages = Math.ceil(end / PAGE);
     const have = memory.buffer.byteLength / PAGE;
@@ -141,6 +169,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
     if (f32.buffer !== memory.buffer || f32.length * 4 !== memory.buffer.byteLength) {
       f32 = new Float32Array(memory.buffer);
       i32 = new Int32Array(memory.buffer);
+      f64 = new Float64Array(memory.buffer);
     }
   };
   ensureBytes(actsBase);
@@ -151,12 +180,14 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
   const eps = facts.model.layernorm_eps;
   const scale = 1 / Math.sqrt(C / H);
   const byName = new Map(layout.map((t) => [t.name, t]));
-  const off = (name: string) => (byName.get(name) as TensorInfo).offset * 4;
-  const p = (name: string) => params + off(name);
-  const g = (name: string) => grads + off(name);
+  const tensor = (name: string) => byName.get(name) as TensorInfo;
+  const p = (name: string) => params + tensor(name).offset * 4;
+  const pT = (name: string) => paramsT + tensor(name).offset * 4;
+  const g = (name: string) => grads + tensor(name).offset * 4;
   const blk = (i: number, name: string) => `blocks.${i}.${name}`;
   let step = 0;
   let acts: Acts | null = null;
+  let transposed = false; // paramsT matches params
 
   const actsFor = (seqs: number): Acts => {
     if (!acts || acts.seqs < seqs) {
@@ -167,86 +198,133 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
     return acts;
   };
 
-  const run = pool.run.bind(pool);
-  /** out[rows, M] (+)= inp[rows, K] @ w[K, M] + b */
-  const linear = (out: number, inp: number, w: number, b: number, rows: number, K: number, M: number, acc: number, lo = 0) =>
-    run("matmul", [out, inp, w, b, K, 1, K, M, acc], lo, rows, 4);
-  /**
-   * dw[K, M] += x^T @ dout. With K > M the strided reads of x (K floats apart,
-   * often a power of two) fight over the same cache sets, so x is transposed
-   * into scratch first; measured faster there, no better otherwise.
-   */
-  const weightGrad = (a: Acts, dw: number, x: number, dout: number, rows: number, K: number, M: number) => {
-    if (K > M) {
-      run("transpose", [a.xT, x, rows, K], 0, rows, 16);
-      run("matmul", [dw, a.xT, dout, 0, rows, 1, rows, M, 1], 0, K, 4);
-    } else {
-      run("matmul", [dw, x, dout, 0, 1, K, rows, M, 1], 0, K, 4);
-    }
+  let job: Call[] = [];
+  const call = (kernel: KernelName, args: number[], lo: number, hi: number, align = 4) => {
+    if (hi > lo) job.push({ kernel, args, lo, hi, align });
   };
-  /** Gradients of out = inp @ w + b: dw += inp^T @ dout, db += colsum(dout), dinp (+)= dout @ w^T. */
-  const linearBackward = (a: Acts, dinp: number, accInp: number, dw: number, db: number, dout: number, inp: number, w: number,
-    rows: number, K: number, M: number) => {
-    weightGrad(a, dw, inp, dout, rows, K, M);
-    run("colsum", [db, dout, rows, M], 0, M / 4);
-    run("transpose", [wT, w, K, M], 0, K);
-    run("matmul", [dinp, dout, wT, 0, M, 1, M, K, accInp], 0, rows, 4);
+  /** Ends the job: from here on every thread sees what every other wrote. */
+  const sync = () => {
+    if (job.length) pool.run(job);
+    job = [];
+  };
+
+  const transposeWeights = () => {
+    if (transposed) return;
+    for (const t of decayed) {
+      if (t.name === "position_embedding.weight") continue;
+      const [K, M] = t.shape;
+      call("transpose", [pT(t.name), p(t.name), K, M], 0, K);
+    }
+    transposed = true;
+  };
+
+  /** The kernels of one micro-batch of `rows` rows in sequences of T. */
+  const passes = (a: Acts, rows: number, T: number) => {
+    const items = (rows / T) * H;
+    /** A row-wise call: every one of these gives each thread the same rows. */
+    const rowwise = (kernel: KernelName, args: number[]) => call(kernel, args, 0, rows);
+    /** out[rows, M] = c + inp[rows, K] @ w[K, M] + b */
+    const linear = (out: number, inp: number, w: number, b: number, c: number, K: number, M: number) =>
+      rowwise("matmul", [out, inp, w, b, c, K, 1, K, M]);
+    /**
+     * dw[K, M] += x^T @ dout, over all rows. With K > M the strided reads of x
+     * (K floats apart, often a power of two) fight over the same cache sets, so
+     * x arrives transposed (xT, written row-wise before the barrier).
+     */
+    const weightGrad = (dw: number, x: number, xT: number, dout: number, K: number, M: number) => {
+      if (xT) call("matmul", [dw, xT, dout, 0, dw, rows, 1, rows, M], 0, K);
+      else call("matmul", [dw, x, dout, 0, dw, 1, K, rows, M], 0, K);
+    };
+    const biasGrad = (db: number, dout: number, M: number) => call("colsum", [db, dout, rows, M], 0, M / 4, 8);
+    const lnParamGrads = (w: string, b: string, dout: number, x: number, mean: number, rstd: number) =>
+      call("layernorm_param_grads", [g(w), g(b), dout, x, mean, rstd, rows, C], 0, C / 4);
+
+    /** Forward through every block; the final LayerNorm and head run on rows [headLo, rows). Leaves the last job open. */
+    const forward = (headLo: number) => {
+      transposeWeights();
+      rowwise("embed_forward", [a.layers[0].res, a.tokens, p("token_embedding.weight"), p("position_embedding.weight"), T, C]);
+      for (let i = 0; i < model.n_layer; i++) {
+        const l = a.layers[i];
+        const w = (name: string) => p(blk(i, name));
+        rowwise("layernorm_forward", [l.ln1, l.ln1Mean, l.ln1Rstd, l.res, w("ln1.weight"), w("ln1.bias"), C, eps]);
+        linear(l.q, l.ln1, w("attn.q_proj.weight"), w("attn.q_proj.bias"), 0, C, C);
+        linear(l.k, l.ln1, w("attn.k_proj.weight"), w("attn.k_proj.bias"), 0, C, C);
+        linear(l.v, l.ln1, w("attn.v_proj.weight"), w("attn.v_proj.bias"), 0, C, C);
+        sync();
+        call("attention_forward", [l.y, l.att, a.attScratch, l.q, l.k, l.v, T, C, H, scale], 0, items, 1);
+        sync();
+        const out = i + 1 < model.n_layer ? a.layers[i + 1].res : a.res;
+        linear(l.mid, l.y, w("attn.o_proj.weight"), w("attn.o_proj.bias"), l.res, C, C);
+        rowwise("layernorm_forward", [l.ln2, l.ln2Mean, l.ln2Rstd, l.mid, w("ln2.weight"), w("ln2.bias"), C, eps]);
+        linear(l.h, l.ln2, w("mlp.fc_in.weight"), w("mlp.fc_in.bias"), 0, C, F);
+        rowwise("gelu_forward", [l.g, l.h, F]);
+        linear(out, l.g, w("mlp.fc_out.weight"), w("mlp.fc_out.bias"), l.mid, F, C);
+      }
+      if (headLo > 0) sync(); // the head's rows are cut differently from the blocks' rows
+      call("layernorm_forward", [a.lnf, a.lnfMean, a.lnfRstd, a.res, p("ln_final.weight"), p("ln_final.bias"), C, eps], headLo, rows);
+      call("matmul", [a.logits, a.lnf, pT("token_embedding.weight"), 0, 0, C, 1, C, V], headLo, rows);
+    };
+
+    /**
+     * Backward from dlogits (crossentropy's, in a.logits), adding into the
+     * gradients; continues the forward's open job. Weight gradients sum over
+     * every row, so each joins the job after the barrier that completes its
+     * inputs, beside attention (the buffers it reads stay untouched until then).
+     */
+    const backward = () => {
+      let [dres, dmid] = a.dres;
+      const wte = "token_embedding.weight";
+      linear(a.dln1, a.logits, p(wte), 0, 0, V, C); // dlnf, kept in dln1 until the next barrier
+      rowwise("layernorm_backward", [dres, 0, a.dln1, a.res, p("ln_final.weight"), a.lnfMean, a.lnfRstd, C]);
+      if (a.logitsT) rowwise("transpose", [a.logitsT, a.logits, rows, V]);
+      let pending = () => {
+        weightGrad(g(wte), a.logits, a.logitsT, a.lnf, V, C);
+        lnParamGrads("ln_final.weight", "ln_final.bias", a.dln1, a.res, a.lnfMean, a.lnfRstd);
+      };
+      for (let i = model.n_layer - 1; i >= 0; i--) {
+        const l = a.layers[i];
+        const name = (n: string) => blk(i, n);
+        const wT = (n: string) => pT(blk(i, n));
+        linear(a.dh, dres, wT("mlp.fc_out.weight"), 0, 0, C, F);
+        rowwise("gelu_backward", [a.dh, l.h, F]);
+        linear(a.dln2, a.dh, wT("mlp.fc_in.weight"), 0, 0, F, C);
+        rowwise("layernorm_backward", [dmid, dres, a.dln2, l.mid, p(name("ln2.weight")), l.ln2Mean, l.ln2Rstd, C]);
+        linear(a.dy, dmid, wT("attn.o_proj.weight"), 0, 0, C, C);
+        if (a.gT) rowwise("transpose", [a.gT, l.g, rows, F]);
+        sync();
+        pending();
+        call("attention_backward", [a.dq, a.dk, a.dv, a.attScratch, a.dy, l.q, l.k, l.v, l.att, T, C, H, scale], 0, items, 1);
+        weightGrad(g(name("mlp.fc_out.weight")), l.g, a.gT, dres, F, C);
+        biasGrad(g(name("mlp.fc_out.bias")), dres, C);
+        weightGrad(g(name("mlp.fc_in.weight")), l.ln2, 0, a.dh, C, F);
+        biasGrad(g(name("mlp.fc_in.bias")), a.dh, F);
+        lnParamGrads(name("ln2.weight"), name("ln2.bias"), a.dln2, l.mid, l.ln2Mean, l.ln2Rstd);
+        weightGrad(g(name("attn.o_proj.weight")), l.y, 0, dmid, C, C);
+        biasGrad(g(name("attn.o_proj.bias")), dmid, C);
+        sync();
+        linear(a.dln1, a.dq, wT("attn.q_proj.weight"), 0, 0, C, C);
+        linear(a.dln1, a.dk, wT("attn.k_proj.weight"), 0, a.dln1, C, C);
+        linear(a.dln1, a.dv, wT("attn.v_proj.weight"), 0, a.dln1, C, C);
+        // The gradient w.r.t. this block's input, in place over dmid (its last reader was before the barrier).
+        rowwise("layernorm_backward", [dmid, dmid, a.dln1, l.res, p(name("ln1.weight")), l.ln1Mean, l.ln1Rstd, C]);
+        for (const [n, d] of [["q", a.dq], ["k", a.dk], ["v", a.dv]] as const) {
+          weightGrad(g(name(`attn.${n}_proj.weight`)), l.ln1, 0, d, C, C);
+          biasGrad(g(name(`attn.${n}_proj.bias`)), d, C);
+        }
+        pending = () => lnParamGrads(name("ln1.weight"), name("ln1.bias"), a.dln1, l.res, l.ln1Mean, l.ln1Rstd);
+        [dres, dmid] = [dmid, dres];
+      }
+      sync();
+      pending();
+      call("embed_backward", [g(wte), g("position_embedding.weight"), dres, a.tokens, T, C, rows], 0, C / 4, 1);
+    };
+
+    return { forward, backward };
   };
 
   const loadTokens = (a: Acts, x: Int32Array, y: Int32Array | null, from: number, rows: number) => {
     i32.set(x.subarray(from, from + rows), a.tokens / 4);
     if (y) i32.set(y.subarray(from, from + rows), a.targets / 4);
-  };
-
-  /** Forward through every block; the final LayerNorm and head run on rows [headLo, rows). */
-  const forward = (a: Acts, rows: number, T: number, headLo = 0) => {
-    const seqs = rows / T;
-    run("embed_forward", [a.layers[0].res, a.tokens, p("token_embedding.weight"), p("position_embedding.weight"), T, C], 0, rows);
-    for (let i = 0; i < model.n_layer; i++) {
-      const l = a.layers[i];
-      const out = i + 1 < model.n_layer ? a.layers[i + 1].res : a.res;
-      run("layernorm_forward", [l.ln1, l.ln1Mean, l.ln1Rstd, l.res, p(blk(i, "ln1.weight")), p(blk(i, "ln1.bias")), C, eps], 0, rows);
-      linear(l.q, l.ln1, p(blk(i, "attn.q_proj.weight")), p(blk(i, "attn.q_proj.bias")), rows, C, C, 0);
-      linear(l.k, l.ln1, p(blk(i, "attn.k_proj.weight")), p(blk(i, "attn.k_proj.bias")), rows, C, C, 0);
-      linear(l.v, l.ln1, p(blk(i, "attn.v_proj.weight")), p(blk(i, "attn.v_proj.bias")), rows, C, C, 0);
-      run("attention_forward", [l.y, l.att, l.q, l.k, l.v, T, C, H, scale], 0, seqs * H);
-      f32.copyWithin(l.mid / 4, l.res / 4, l.res / 4 + rows * C);
-      linear(l.mid, l.y, p(blk(i, "attn.o_proj.weight")), p(blk(i, "attn.o_proj.bias")), rows, C, C, 1);
-      run("layernorm_forward", [l.ln2, l.ln2Mean, l.ln2Rstd, l.mid, p(blk(i, "ln2.weight")), p(blk(i, "ln2.bias")), C, eps], 0, rows);
-      linear(l.h, l.ln2, p(blk(i, "mlp.fc_in.weight")), p(blk(i, "mlp.fc_in.bias")), rows, C, F, 0);
-      run("gelu_forward", [l.g, l.h], 0, rows * F, 4);
-      f32.copyWithin(out / 4, l.mid / 4, l.mid / 4 + rows * C);
-      linear(out, l.g, p(blk(i, "mlp.fc_out.weight")), p(blk(i, "mlp.fc_out.bias")), rows, F, C, 1);
-    }
-    run("layernorm_forward", [a.lnf, a.lnfMean, a.lnfRstd, a.res, p("ln_final.weight"), p("ln_final.bias"), C, eps], headLo, rows);
-    run("transpose", [wT, p("token_embedding.weight"), V, C], 0, V);
-    linear(a.logits, a.lnf, wT, 0, rows, C, V, 0, headLo);
-  };
-
-  /** Backward from dlogits (left in a.logits by crossentropy), adding into the gradients. */
-  const backward = (a: Acts, rows: number, T: number) => {
-    const seqs = rows / T;
-    weightGrad(a, g("token_embedding.weight"), a.logits, a.lnf, rows, V, C);
-    run("matmul", [a.da, a.logits, p("token_embedding.weight"), 0, V, 1, V, C, 0], 0, rows, 4);
-    f32.fill(0, a.dres / 4, a.dres / 4 + rows * C);
-    run("layernorm_backward", [a.dres, a.da, a.res, p("ln_final.weight"), a.lnfMean, a.lnfRstd, C], 0, rows);
-    run("layernorm_param_grads", [g("ln_final.weight"), g("ln_final.bias"), a.da, a.res, a.lnfMean, a.lnfRstd, rows, C], 0, C / 4);
-    for (let i = model.n_layer - 1; i >= 0; i--) {
-      const l = a.layers[i];
-      linearBackward(a, a.dh, 0, g(blk(i, "mlp.fc_out.weight")), g(blk(i, "mlp.fc_out.bias")), a.dres, l.g, p(blk(i, "mlp.fc_out.weight")), rows, F, C);
-      run("gelu_backward", [a.dh, l.h], 0, rows * F, 4);
-      linearBackward(a, a.da, 0, g(blk(i, "mlp.fc_in.weight")), g(blk(i, "mlp.fc_in.bias")), a.dh, l.ln2, p(blk(i, "mlp.fc_in.weight")), rows, C, F);
-      run("layernorm_backward", [a.dres, a.da, l.mid, p(blk(i, "ln2.weight")), l.ln2Mean, l.ln2Rstd, C], 0, rows);
-      run("layernorm_param_grads", [g(blk(i, "ln2.weight")), g(blk(i, "ln2.bias")), a.da, l.mid, l.ln2Mean, l.ln2Rstd, rows, C], 0, C / 4);
-      linearBackward(a, a.da, 0, g(blk(i, "attn.o_proj.weight")), g(blk(i, "attn.o_proj.bias")), a.dres, l.y, p(blk(i, "attn.o_proj.weight")), rows, C, C);
-      run("attention_backward", [a.dq, a.dk, a.dv, a.dscratch, a.da, l.q, l.k, l.v, l.att, T, C, H, scale], 0, seqs * H);
-      linearBackward(a, a.da, 0, g(blk(i, "attn.q_proj.weight")), g(blk(i, "attn.q_proj.bias")), a.dq, l.ln1, p(blk(i, "attn.q_proj.weight")), rows, C, C);
-      linearBackward(a, a.da, 1, g(blk(i, "attn.k_proj.weight")), g(blk(i, "attn.k_proj.bias")), a.dk, l.ln1, p(blk(i, "attn.k_proj.weight")), rows, C, C);
-      linearBackward(a, a.da, 1, g(blk(i, "attn.v_proj.weight")), g(blk(i, "attn.v_proj.bias")), a.dv, l.ln1, p(blk(i, "attn.v_proj.weight")), rows, C, C);
-      run("layernorm_backward", [a.dres, a.da, l.res, p(blk(i, "ln1.weight")), l.ln1Mean, l.ln1Rstd, C], 0, rows);
-      run("layernorm_param_grads", [g(blk(i, "ln1.weight")), g(blk(i, "ln1.bias")), a.da, l.res, l.ln1Mean, l.ln1Rstd, rows, C], 0, C / 4);
-    }
-    ex.embed_backward(g("token_embedding.weight"), g("position_embedding.weight"), a.dres, a.tokens, T, C, rows);
   };
 
   const checkBatch = (what: string, x: Int32Array, y: Int32Array): number => {
@@ -266,14 +344,17 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
     const T = model.block_size;
     const a = actsFor(Math.min(seqs, maxSeqs));
     const gradScale = withGrads ? 1 / (seqs * T) : 0;
+    if (withGrads) call("zero", [grads], 0, P, 16);
     let total = 0;
     for (let s = 0; s < seqs; s += a.seqs) {
       const rows = Math.min(a.seqs, seqs - s) * T;
       loadTokens(a, x, y, s * T, rows);
-      forward(a, rows, T);
-      run("crossentropy", [a.logits, a.losses, a.targets, V, gradScale], 0, rows);
+      const { forward, backward } = passes(a, rows, T);
+      forward(0);
+      call("crossentropy", [a.logits, a.losses, a.targets, V, gradScale], 0, rows);
+      if (withGrads) backward();
+      sync();
       for (let r = 0; r < rows; r++) total += f32[a.losses / 4 + r];
-      if (withGrads) backward(a, rows, T);
     }
     return total;
   };
@@ -282,7 +363,9 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
 
   return {
     kind: "wasm",
-    device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, SIMD`,
+    device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, ${relaxed ? "relaxed SIMD" : "SIMD"}`,
+    threads: pool.threads,
+    relaxed,
 
     async setState(s: ParamState) {
       for (const [name, arr] of [["params", s.params], ["m", s.m], ["v", s.v]] as const) {
@@ -293,6 +376,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
       if (s.m) f32.set(s.m, mom1 / 4); else f32.fill(0, mom1 / 4, mom1 / 4 + P);
       if (s.v) f32.set(s.v, mom2 / 4); else f32.fill(0, mom2 / 4, mom2 / 4 + P);
       step = s.step;
+      transposed = false;
     },
 
     async getState() {
@@ -301,14 +385,19 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
 
     async trainStep(x: Int32Array, y: Int32Array, lr: number) {
       const seqs = checkBatch("trainStep", x, y);
-      f32.fill(0, grads / 4, grads / 4 + P);
       const loss = batchLoss(x, y, seqs, true) / x.length;
-      const norm = Math.sqrt(ex.sumsq(grads, P));
+      call("sumsq", [grads, P, norms], 0, normBlocks, 1);
+      sync();
+      let sq = 0;
+      for (let b = 0; b < normBlocks; b++) sq += f64[norms / 8 + b];
+      const norm = Math.sqrt(sq);
       const clip = norm > opt.grad_clip ? opt.grad_clip / norm : 1;
       step += 1;
       const bc1 = 1 - opt.beta1 ** step, bc2 = 1 - opt.beta2 ** step;
-      run("adamw", [params, grads, mom1, mom2, decayRanges, decayed.length, lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
+      call("adamw", [params, grads, mom1, mom2, decayRanges, decayed.length, lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
         bc1, bc2, clip], 0, P, 64);
+      sync();
+      transposed = false;
       return loss;
     },
 
@@ -326,7 +415,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, helpers: Worke
       const a = actsFor(1);
       const T = ctx.length;
       loadTokens(a, ctx, null, 0, T);
-      forward(a, T, T, T - 1);
+      passes(a, T, T).forward(T - 1);
+      sync();
       return f32.slice(a.logits / 4 + (T - 1) * V, a.logits / 4 + T * V);
     },
 

@@ -1,30 +1,54 @@
-// Splitting a kernel call across threads that share one WebAssembly.Memory.
+// Splitting kernel calls across threads that share one WebAssembly.Memory.
 //
-// The calling thread writes the job (kernel, arguments, one range per thread)
-// into a control block inside the shared memory, bumps a generation counter and
-// wakes the helpers with Atomics.notify; it runs its own range, then waits until
-// every helper has counted itself done. Helpers are Workers running the app's
-// worker script: the worker hands each message to handleCpuThreadMessage first,
-// which instantiates the module on the shared memory and then blocks in the job
-// loop for the rest of the worker's life (the backend terminates it).
+// The unit of work is a job: a list of kernel calls, each over a range
+// [lo, hi) that every thread cuts the same way (share()). A thread runs its
+// share of every call in order, then the job ends at one barrier. Calls over
+// the same range and alignment hand each thread the same rows, so a chain of
+// row-wise kernels (LayerNorm, matmul, GELU, ...) needs no barrier inside the
+// job: each thread only reads rows it wrote itself. A barrier is needed only
+// where a kernel reads what other threads wrote (attention mixes the rows of
+// a sequence; weight gradients sum over all rows).
+//
+// The calling thread writes the job into a control block inside the shared
+// memory, bumps a generation counter and wakes the helpers with
+// Atomics.notify; it runs its own share, then waits until every helper has
+// counted itself done. Helpers are Workers running the app's worker script:
+// the worker hands each message to handleCpuThreadMessage first, which
+// instantiates the module on the shared memory and then blocks in the job loop
+// for the rest of the worker's life (the backend terminates it).
 
 export const KERNELS = [
-  "matmul", "transpose", "colsum", "embed_forward", "layernorm_forward", "layernorm_backward",
+  "matmul", "transpose", "colsum", "zero", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
   "layernorm_param_grads", "attention_forward", "attention_backward", "gelu_forward", "gelu_backward",
-  "crossentropy", "adamw",
+  "crossentropy", "sumsq", "adamw",
 ] as const;
 export type KernelName = (typeof KERNELS)[number];
 export type Kernels = Record<KernelName, (...args: number[]) => void>;
 
+/** One kernel call: args, then the range [lo, hi) cut into shares that are multiples of `align`. */
+export interface Call {
+  kernel: KernelName;
+  args: number[];
+  lo: number;
+  hi: number;
+  align: number;
+}
+
 const GEN = 0; // Int32 slots of the control block
 const DONE = 1;
-const KERNEL = 2;
-const NARGS = 3;
-const ARGS_BYTE = 64; // Float64 arguments
+const NCALLS = 2; // -1 tells helpers to stop
+const HEADER_BYTES = 64;
 const MAX_ARGS = 16;
-const RANGES_BYTE = ARGS_BYTE + 8 * MAX_ARGS; // Int32 [lo, hi) per thread
+const CALL_BYTES = 24 + 8 * MAX_ARGS; // Int32 kernel, nargs, lo, hi, align, pad; Float64 args
+const MAX_CALLS = 128;
 export const MAX_THREADS = 64;
-export const CONTROL_BYTES = RANGES_BYTE + 8 * MAX_THREADS;
+export const CONTROL_BYTES = HEADER_BYTES + CALL_BYTES * MAX_CALLS;
+
+/** Thread `index`'s part of [lo, hi) when `threads` threads split it in multiples of `align`. */
+function share(lo: number, hi: number, align: number, threads: number, index: number): [number, number] {
+  const per = Math.ceil(Math.ceil((hi - lo) / align) / threads) * align;
+  return [Math.min(hi, lo + index * per), Math.min(hi, lo + (index + 1) * per)];
+}
 
 const INIT = "tinygpt-cpu-thread";
 
@@ -34,6 +58,7 @@ interface ThreadInit {
   memory: WebAssembly.Memory;
   control: number;
   index: number;
+  threads: number;
   spinMs: number;
   reply: MessagePort;
 }
@@ -48,25 +73,33 @@ export interface WorkerLike {
 
 const START_TIMEOUT_MS = 15000;
 
-/** Runs a kernel over [lo, hi), split into slices that are multiples of `align`. */
+/** Runs jobs: every call of one job, each split across the threads, then one barrier. */
 export interface Pool {
   readonly threads: number;
-  run(kernel: KernelName, args: number[], lo: number, hi: number, align?: number): void;
+  run(calls: Call[]): void;
   dispose(): void;
 }
 
 export function singleThread(kernels: Kernels): Pool {
   return {
     threads: 1,
-    run: (kernel, args, lo, hi) => { if (hi > lo) kernels[kernel](...args, lo, hi); },
+    run: (calls) => {
+      for (const c of calls) if (c.hi > c.lo) kernels[c.kernel](...c.args, c.lo, c.hi);
+    },
     dispose: () => {},
   };
+}
+
+function callView(memory: WebAssembly.Memory, control: number, i: number) {
+  const at = control + HEADER_BYTES + i * CALL_BYTES;
+  return { head: new Int32Array(memory.buffer, at, 6), args: new Float64Array(memory.buffer, at + 24, MAX_ARGS) };
 }
 
 /** Starts `workers` helpers on a shared memory; resolves once each has its instance. */
 export async function threadPool(kernels: Kernels, module: WebAssembly.Module, memory: WebAssembly.Memory,
   control: number, workers: WorkerLike[], spinMs = DEFAULT_SPIN_MS): Promise<Pool> {
-  if (workers.length + 1 > MAX_THREADS) throw new Error(`cpu backend: at most ${MAX_THREADS} threads, asked for ${workers.length + 1}`);
+  const n = workers.length + 1;
+  if (n > MAX_THREADS) throw new Error(`cpu backend: at most ${MAX_THREADS} threads, asked for ${n}`);
   await Promise.all(workers.map((w, i) => new Promise<void>((resolve, reject) => {
     const channel = new MessageChannel();
     const fail = (why: string) => {
@@ -82,38 +115,39 @@ export async function threadPool(kernels: Kernels, module: WebAssembly.Module, m
       if (ev.data === "ready") resolve();
       else fail(String(ev.data));
     };
-    const init: ThreadInit = { type: INIT, module, memory, control, index: i + 1, spinMs, reply: channel.port2 };
+    const init: ThreadInit = { type: INIT, module, memory, control, index: i + 1, threads: n, spinMs, reply: channel.port2 };
     w.postMessage(init, [channel.port2]);
   })));
-  const n = workers.length + 1;
-  const ctl = new Int32Array(memory.buffer, control, CONTROL_BYTES / 4);
-  const args = new Float64Array(memory.buffer, control + ARGS_BYTE, MAX_ARGS);
-  const ranges = new Int32Array(memory.buffer, control + RANGES_BYTE, 2 * MAX_THREADS);
+  const ctl = new Int32Array(memory.buffer, control, HEADER_BYTES / 4);
+  const views = Array.from({ length: MAX_CALLS }, (_, i) => callView(memory, control, i));
   let disposed = false;
   return {
     threads: n,
-    run(kernel, a, lo, hi, align = 1) {
-      if (hi <= lo) return;
-      const units = Math.ceil((hi - lo) / align);
-      if (units < 2) { kernels[kernel](...a, lo, hi); return; }
-      const per = Math.ceil(units / n) * align;
-      for (let t = 0; t < n; t++) {
-        ranges[2 * t] = Math.min(hi, lo + t * per);
-        ranges[2 * t + 1] = Math.min(hi, lo + (t + 1) * per);
-      }
-      args.set(a);
-      ctl[KERNEL] = KERNELS.indexOf(kernel);
-      ctl[NARGS] = a.length;
+    run(calls) {
+      if (calls.length > MAX_CALLS) throw new Error(`cpu backend: a job of ${calls.length} calls, at most ${MAX_CALLS}`);
+      calls.forEach((c, i) => {
+        const v = views[i];
+        v.head[0] = KERNELS.indexOf(c.kernel);
+        v.head[1] = c.args.length;
+        v.head[2] = c.lo;
+        v.head[3] = c.hi;
+        v.head[4] = c.align;
+        v.args.set(c.args);
+      });
+      ctl[NCALLS] = calls.length;
       Atomics.store(ctl, DONE, 0);
       Atomics.add(ctl, GEN, 1);
       Atomics.notify(ctl, GEN);
-      kernels[kernel](...a, ranges[0], ranges[1]);
+      for (const c of calls) {
+        const [lo, hi] = share(c.lo, c.hi, c.align, n, 0);
+        if (hi > lo) kernels[c.kernel](...c.args, lo, hi);
+      }
       waitWhile(ctl, DONE, (done) => done !== n - 1, spinMs);
     },
     dispose() {
       if (disposed) return;
       disposed = true;
-      ctl[KERNEL] = -1;
+      ctl[NCALLS] = -1;
       Atomics.add(ctl, GEN, 1);
       Atomics.notify(ctl, GEN);
       for (const w of workers) w.terminate();
@@ -121,12 +155,15 @@ export async function threadPool(kernels: Kernels, module: WebAssembly.Module, m
   };
 }
 
-// A waiting thread may spin for up to spinMs before it sleeps in Atomics.wait,
-// as OpenMP runtimes do, to save wake-up latency between the jobs of a step.
-// Off by default: when the machine has fewer free cores than threads (a busy
-// laptop, the page's own threads), a spinning thread takes the core the thread
-// it waits for needs, and a step got several times slower in our runs.
-export const DEFAULT_SPIN_MS = 0;
+// A waiting thread spins for up to spinMs before it sleeps in Atomics.wait, as
+// OpenMP runtimes do: the jobs of a step are balanced, so most waits end within
+// microseconds, and a sleep costs a futex round trip and a wake-up (tens of
+// microseconds here, far more in sandboxes and on idle server cores). The spin
+// is kept short because when the machine has fewer free cores than threads (a
+// busy laptop, the page's own threads), a spinning thread takes the core the
+// thread it waits for needs: long spins made a step several times slower in
+// our runs, while 50 us costs at most a millisecond or two per step.
+export const DEFAULT_SPIN_MS = 0.05;
 
 function waitWhile(ctl: Int32Array, slot: number, pending: (value: number) => boolean, spinMs: number): void {
   if (!pending(Atomics.load(ctl, slot))) return;
@@ -151,10 +188,9 @@ export function handleCpuThreadMessage(ev: MessageEvent): boolean {
 }
 
 function jobLoop(kernels: Kernels, init: ThreadInit): void {
-  const { memory, control, index, reply } = init;
-  const ctl = new Int32Array(memory.buffer, control, CONTROL_BYTES / 4);
-  const args = new Float64Array(memory.buffer, control + ARGS_BYTE, MAX_ARGS);
-  const ranges = new Int32Array(memory.buffer, control + RANGES_BYTE, 2 * MAX_THREADS);
+  const { memory, control, index, threads, reply } = init;
+  const ctl = new Int32Array(memory.buffer, control, HEADER_BYTES / 4);
+  const views = Array.from({ length: MAX_CALLS }, (_, i) => callView(memory, control, i));
   let gen = Atomics.load(ctl, GEN);
   reply.postMessage("ready");
   reply.close();
@@ -162,10 +198,13 @@ function jobLoop(kernels: Kernels, init: ThreadInit): void {
     const seen = gen;
     waitWhile(ctl, GEN, (g) => g === seen, init.spinMs);
     gen = Atomics.load(ctl, GEN);
-    const k = ctl[KERNEL];
-    if (k < 0) return;
-    const lo = ranges[2 * index], hi = ranges[2 * index + 1];
-    if (hi > lo) kernels[KERNELS[k]](...Array.from(args.subarray(0, ctl[NARGS])), lo, hi);
+    const count = ctl[NCALLS];
+    if (count < 0) return;
+    for (let i = 0; i < count; i++) {
+      const { head, args } = views[i];
+      const [lo, hi] = share(head[2], head[3], head[4], threads, index);
+      if (hi > lo) kernels[KERNELS[head[0]]](...Array.from(args.subarray(0, head[1])), lo, hi);
+    }
     Atomics.add(ctl, DONE, 1);
     Atomics.notify(ctl, DONE);
   }

@@ -1,6 +1,15 @@
-// The build compiles one cpu.wasm, importing a plain (unshared) memory so it
-// runs on any page. For threads the same bytes are turned into a module that
-// imports a shared memory: one flag byte of the memory import's limits.
+// The build compiles cpu.wasm twice from one source: plain SIMD, which every
+// engine with SIMD runs, and relaxed SIMD (fused multiply-add), which only
+// newer engines validate. The relaxed module rides inside the plain one as a
+// custom section (engines skip custom sections), so the app fetches one file
+// and picks at run time. Both import a plain (unshared) memory so they run on
+// any page; for threads the chosen bytes are turned into a module that imports
+// a shared memory: one flag byte of the memory import's limits.
+
+import facts from "../../tinygpt/facts.json";
+
+/** The custom section that holds the relaxed-SIMD build (tinygpt/build/bundle.py writes it). */
+const RELAXED_SECTION = facts.backends.find((b) => b.id === "relaxed-simd")!.wasm_section!;
 
 function readLeb(bytes: Uint8Array, pos: number): [number, number] {
   let value = 0, shift = 0;
@@ -11,6 +20,31 @@ function readLeb(bytes: Uint8Array, pos: number): [number, number] {
     shift += 7;
     if (!(b & 0x80)) return [value, pos];
   }
+}
+
+function bytesOf(source: BufferSource): Uint8Array {
+  return source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength);
+}
+
+function checkMagic(bytes: Uint8Array): void {
+  if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new Error("cpu.wasm: not a WebAssembly module");
+}
+
+/** The relaxed-SIMD module carried in `source`'s custom section, or null when it has none. */
+export function relaxedModule(source: BufferSource): Uint8Array<ArrayBuffer> | null {
+  const bytes = bytesOf(source);
+  checkMagic(bytes);
+  const want = new TextEncoder().encode(RELAXED_SECTION);
+  for (let pos = 8; pos < bytes.length;) {
+    const id = bytes[pos];
+    const [size, start] = readLeb(bytes, pos + 1);
+    if (id === 0) {
+      const [len, name] = readLeb(bytes, start);
+      if (len === want.length && want.every((b, i) => bytes[name + i] === b)) return bytes.slice(name + len, start + size);
+    }
+    pos = start + size;
+  }
+  return null;
 }
 
 function skipName(bytes: Uint8Array, pos: number): number {
@@ -28,8 +62,8 @@ function skipLimits(bytes: Uint8Array, pos: number): number {
 /** A copy of a module's bytes whose imported memory is declared shared (it must declare a maximum). */
 export function withSharedMemory(source: BufferSource): Uint8Array<ArrayBuffer> {
   const bytes = new Uint8Array(source.byteLength);
-  bytes.set(source instanceof ArrayBuffer ? new Uint8Array(source) : new Uint8Array(source.buffer, source.byteOffset, source.byteLength));
-  if (bytes.length < 8 || bytes[0] !== 0 || bytes[1] !== 0x61 || bytes[2] !== 0x73 || bytes[3] !== 0x6d) throw new Error("cpu.wasm: not a WebAssembly module");
+  bytes.set(bytesOf(source));
+  checkMagic(bytes);
   let pos = 8;
   while (pos < bytes.length) {
     const id = bytes[pos];

@@ -4,9 +4,18 @@
 // The backend lays out every buffer in one linear memory and passes byte
 // addresses; each kernel works on a range [lo, hi) of independent items (rows,
 // heads, column groups, elements) so the backend can split a call across
-// threads that share the memory. Kernels allocate nothing and hold no state.
+// threads that share the memory. A kernel given rows of activations (LayerNorm,
+// a linear layer, GELU, the loss) reads and writes only those rows, so a
+// thread can run several back to back on its own rows without waiting for the
+// others. Kernels allocate nothing and hold no state.
 // Matrices are row-major; widths given to SIMD loops are multiples of 4 (the
 // backend checks this once).
+//
+// The same source builds two modules (asconfig.json): plain SIMD, and relaxed
+// SIMD where every multiply-add of a matrix product is one fused instruction
+// (FMA on x86 and ARM). Fusing skips a rounding, so the two modules' results
+// differ in the last bits; the backend uses the relaxed one only after it has
+// matched the plain one on this machine (gate.ts).
 
 /** First free byte after the module's own data: where the backend starts its layout. */
 export function heap_base(): usize {
@@ -17,52 +26,48 @@ export function heap_base(): usize {
   return base + (<usize>index << 2);
 }
 
-// ---------------------------------------------------------------------------
-// Matrix multiply: out[i, :] (+)= sum_p A(i, p) * b[p, :] (+ bias) for rows
-// i in [lo, hi), with A(i, p) = a[i * rowStride + p * innerStride]. The strides
-// let the same kernel read a transposed A without copying it (weight
-// gradients: A = x^T). b is [P, M]. Blocks of 4 rows x 8 columns keep 8
-// accumulators in registers; one broadcast of A feeds 2 vector multiplies.
-// The p dimension is cut into panels whose slice of b stays in cache while
-// every row block of the range passes over it.
+/** a * b + c: fused (one rounding) in the relaxed build, a multiply then an add otherwise. */
+@inline function madd(a: v128, b: v128, c: v128): v128 {
+  if (ASC_FEATURE_RELAXED_SIMD) return f32x4.relaxed_madd(a, b, c);
+  return f32x4.add(c, f32x4.mul(a, b));
+}
 
-@inline function accInit(out: usize, bias: usize, accumulate: i32): v128 {
-  let acc = accumulate ? v128.load(out) : f32x4.splat(0);
+// ---------------------------------------------------------------------------
+// Matrix multiply: out[i, :] = c[i, :] + bias + sum_p A(i, p) * b[p, :] for rows
+// i in [lo, hi), with A(i, p) at a + i * rs + p * is (byte strides). The strides
+// let the same kernel read a transposed A without copying it (weight
+// gradients: A = x^T) and read one head's columns of a wider matrix
+// (attention). c (the running sum: zeros when 0, out itself to accumulate, or
+// the residual stream) shares out's row stride. Blocks of 4 rows x 8 columns
+// keep 8 accumulators in registers, the most V8 keeps there without spilling
+// on x86's 16 vector registers; one broadcast of A feeds 2 multiply-adds.
+
+@inline function accInit(c: usize, bias: usize): v128 {
+  let acc = c ? v128.load(c) : f32x4.splat(0);
   if (bias) acc = f32x4.add(acc, v128.load(bias));
   return acc;
 }
 
-const PANEL_FLOATS = 32768; // 128 KiB of b per panel: well inside L2
-
-export function matmul(out: usize, a: usize, b: usize, bias: usize, rowStride: i32, innerStride: i32,
-  P: i32, M: i32, accumulate: i32, lo: i32, hi: i32): void {
-  const panel = max(16, PANEL_FLOATS / M);
-  for (let p0 = 0; p0 < P; p0 += panel) {
-    const first = p0 == 0;
-    matmulPanel(out, a + (<usize>p0 * <usize>innerStride << 2), at(b, p0 * M), first ? bias : 0, rowStride, innerStride,
-      min(panel, P - p0), M, first ? accumulate : 1, lo, hi);
-  }
-}
-
-function matmulPanel(out: usize, a: usize, b: usize, bias: usize, rowStride: i32, innerStride: i32,
-  P: i32, M: i32, accumulate: i32, lo: i32, hi: i32): void {
-  const rs = <usize>rowStride << 2;
-  const is = <usize>innerStride << 2;
-  const bRow = <usize>M << 2;
+function gemm(out: usize, os: usize, c: usize, a: usize, rs: usize, is: usize, b: usize, bs: usize, bias: usize,
+  P: i32, M: i32, lo: i32, hi: i32): void {
   let i = lo;
   for (; i + 4 <= hi; i += 4) {
     const a0 = a + <usize>i * rs;
-    const o0 = at(out, i * M);
+    const o0 = out + <usize>i * os;
+    const c0 = c ? c + <usize>i * os : 0;
     let j = 0;
     for (; j + 8 <= M; j += 8) {
-      const oj = o0 + (<usize>j << 2);
-      const bj = bias ? at(bias, j) : 0;
-      let c00 = accInit(oj, bj, accumulate), c01 = accInit(oj + 16, bj ? bj + 16 : 0, accumulate);
-      let c10 = accInit(oj + bRow, bj, accumulate), c11 = accInit(oj + bRow + 16, bj ? bj + 16 : 0, accumulate);
-      let c20 = accInit(oj + 2 * bRow, bj, accumulate), c21 = accInit(oj + 2 * bRow + 16, bj ? bj + 16 : 0, accumulate);
-      let c30 = accInit(oj + 3 * bRow, bj, accumulate), c31 = accInit(oj + 3 * bRow + 16, bj ? bj + 16 : 0, accumulate);
+      const jb = <usize>j << 2;
+      const oj = o0 + jb;
+      const cj = c ? c0 + jb : 0;
+      const bj = bias ? bias + jb : 0;
+      const bj1 = bias ? bj + 16 : 0;
+      let c00 = accInit(cj, bj), c01 = accInit(cj ? cj + 16 : 0, bj1);
+      let c10 = accInit(cj ? cj + os : 0, bj), c11 = accInit(cj ? cj + os + 16 : 0, bj1);
+      let c20 = accInit(cj ? cj + 2 * os : 0, bj), c21 = accInit(cj ? cj + 2 * os + 16 : 0, bj1);
+      let c30 = accInit(cj ? cj + 3 * os : 0, bj), c31 = accInit(cj ? cj + 3 * os + 16 : 0, bj1);
       let pa = a0;
-      let pb = at(b, j);
+      let pb = b + jb;
       for (let p = 0; p < P; p++) {
         const b0 = v128.load(pb);
         const b1 = v128.load(pb, 16);
@@ -70,102 +75,150 @@ function matmulPanel(out: usize, a: usize, b: usize, bias: usize, rowStride: i32
         const x1 = v128.load32_splat(pa + rs);
         const x2 = v128.load32_splat(pa + 2 * rs);
         const x3 = v128.load32_splat(pa + 3 * rs);
-        c00 = f32x4.add(c00, f32x4.mul(x0, b0)); c01 = f32x4.add(c01, f32x4.mul(x0, b1));
-        c10 = f32x4.add(c10, f32x4.mul(x1, b0)); c11 = f32x4.add(c11, f32x4.mul(x1, b1));
-        c20 = f32x4.add(c20, f32x4.mul(x2, b0)); c21 = f32x4.add(c21, f32x4.mul(x2, b1));
-        c30 = f32x4.add(c30, f32x4.mul(x3, b0)); c31 = f32x4.add(c31, f32x4.mul(x3, b1));
+        c00 = madd(x0, b0, c00); c01 = madd(x0, b1, c01);
+        c10 = madd(x1, b0, c10); c11 = madd(x1, b1, c11);
+        c20 = madd(x2, b0, c20); c21 = madd(x2, b1, c21);
+        c30 = madd(x3, b0, c30); c31 = madd(x3, b1, c31);
         pa += is;
-        pb += bRow;
+        pb += bs;
       }
       v128.store(oj, c00); v128.store(oj, c01, 16);
-      v128.store(oj + bRow, c10); v128.store(oj + bRow, c11, 16);
-      v128.store(oj + 2 * bRow, c20); v128.store(oj + 2 * bRow, c21, 16);
-      v128.store(oj + 3 * bRow, c30); v128.store(oj + 3 * bRow, c31, 16);
+      v128.store(oj + os, c10); v128.store(oj + os, c11, 16);
+      v128.store(oj + 2 * os, c20); v128.store(oj + 2 * os, c21, 16);
+      v128.store(oj + 3 * os, c30); v128.store(oj + 3 * os, c31, 16);
     }
     for (; j < M; j += 4) {
-      const oj = o0 + (<usize>j << 2);
-      const bj = bias ? at(bias, j) : 0;
-      let c0 = accInit(oj, bj, accumulate), c1 = accInit(oj + bRow, bj, accumulate);
-      let c2 = accInit(oj + 2 * bRow, bj, accumulate), c3 = accInit(oj + 3 * bRow, bj, accumulate);
+      const jb = <usize>j << 2;
+      const oj = o0 + jb;
+      const cj = c ? c0 + jb : 0;
+      const bj = bias ? bias + jb : 0;
+      let c0 = accInit(cj, bj), c1 = accInit(cj ? cj + os : 0, bj);
+      let c2 = accInit(cj ? cj + 2 * os : 0, bj), c3 = accInit(cj ? cj + 3 * os : 0, bj);
       let pa = a0;
-      let pb = at(b, j);
+      let pb = b + jb;
       for (let p = 0; p < P; p++) {
         const b0 = v128.load(pb);
-        c0 = f32x4.add(c0, f32x4.mul(v128.load32_splat(pa), b0));
-        c1 = f32x4.add(c1, f32x4.mul(v128.load32_splat(pa + rs), b0));
-        c2 = f32x4.add(c2, f32x4.mul(v128.load32_splat(pa + 2 * rs), b0));
-        c3 = f32x4.add(c3, f32x4.mul(v128.load32_splat(pa + 3 * rs), b0));
+        c0 = madd(v128.load32_splat(pa), b0, c0);
+        c1 = madd(v128.load32_splat(pa + rs), b0, c1);
+        c2 = madd(v128.load32_splat(pa + 2 * rs), b0, c2);
+        c3 = madd(v128.load32_splat(pa + 3 * rs), b0, c3);
         pa += is;
-        pb += bRow;
+        pb += bs;
       }
-      v128.store(oj, c0); v128.store(oj + bRow, c1); v128.store(oj + 2 * bRow, c2); v128.store(oj + 3 * bRow, c3);
+      v128.store(oj, c0); v128.store(oj + os, c1); v128.store(oj + 2 * os, c2); v128.store(oj + 3 * os, c3);
     }
   }
   for (; i < hi; i++) {
     const a0 = a + <usize>i * rs;
-    const o0 = at(out, i * M);
+    const o0 = out + <usize>i * os;
     for (let j = 0; j < M; j += 4) {
-      const oj = o0 + (<usize>j << 2);
-      let c = accInit(oj, bias ? at(bias, j) : 0, accumulate);
+      const jb = <usize>j << 2;
+      let acc = accInit(c ? c + <usize>i * os + jb : 0, bias ? bias + jb : 0);
       let pa = a0;
-      let pb = at(b, j);
+      let pb = b + jb;
       for (let p = 0; p < P; p++) {
-        c = f32x4.add(c, f32x4.mul(v128.load32_splat(pa), v128.load(pb)));
+        acc = madd(v128.load32_splat(pa), v128.load(pb), acc);
         pa += is;
-        pb += bRow;
+        pb += bs;
       }
-      v128.store(oj, c);
+      v128.store(o0 + jb, acc);
     }
+  }
+}
+
+const PANEL_FLOATS = 32768; // 128 KiB of b per panel: well inside L2
+
+/**
+ * out[rows, M] = c + A @ b + bias for rows [lo, hi), A(i, p) = a[i * rowStride + p * innerStride],
+ * b [P, M]. The p dimension is cut into panels whose slice of b stays in cache
+ * while every row block of the range passes over it.
+ */
+export function matmul(out: usize, a: usize, b: usize, bias: usize, c: usize, rowStride: i32, innerStride: i32,
+  P: i32, M: i32, lo: i32, hi: i32): void {
+  const panel = max(16, PANEL_FLOATS / M);
+  const os = <usize>M << 2;
+  for (let p0 = 0; p0 < P; p0 += panel) {
+    const first = p0 == 0;
+    gemm(out, os, first ? c : out, a + (<usize>p0 * <usize>innerStride << 2), <usize>rowStride << 2, <usize>innerStride << 2,
+      at(b, p0 * M), os, first ? bias : 0, min(panel, P - p0), M, lo, hi);
   }
 }
 
 /**
- * dst[c, r] = src[r, c] for source rows r in [lo, hi); src is [rows, cols].
- * 4x4 tiles are turned with shuffles; 16 source rows at a time fill whole
- * 64-byte lines of dst, so its far-apart rows never share a half-written line.
+ * dst[c, r] = src[r, c] for rows r in [lo, hi) and columns c in [0, cols) (a
+ * multiple of 4), strides ds and ss in floats. 4x4 tiles are turned with
+ * shuffles; 16 source rows at a time fill whole 64-byte lines of dst, so its
+ * far-apart rows never share a half-written line.
  */
-export function transpose(dst: usize, src: usize, rows: i32, cols: i32, lo: i32, hi: i32): void {
+@inline function transposeRows(dst: usize, ds: i32, src: usize, ss: i32, lo: i32, hi: i32, cols: i32): void {
   let r = lo;
   for (; r + 16 <= hi; r += 16) {
-    for (let c = 0; c < cols; c += 4) {
-      for (let rr = r; rr < r + 16; rr += 4) transpose4x4(dst, src, rows, cols, rr, c);
+    for (let c = 0; c + 4 <= cols; c += 4) {
+      for (let rr = r; rr < r + 16; rr += 4) transpose4x4(dst, ds, src, ss, rr, c);
     }
   }
   for (; r + 4 <= hi; r += 4) {
-    for (let c = 0; c < cols; c += 4) transpose4x4(dst, src, rows, cols, r, c);
+    for (let c = 0; c + 4 <= cols; c += 4) transpose4x4(dst, ds, src, ss, r, c);
   }
   for (; r < hi; r++) {
-    for (let c = 0; c < cols; c++) store<f32>(at(dst, c * rows + r), load<f32>(at(src, r * cols + c)));
+    for (let c = 0; c < cols; c++) store<f32>(at(dst, c * ds + r), load<f32>(at(src, r * ss + c)));
   }
 }
 
-@inline function transpose4x4(dst: usize, src: usize, rows: i32, cols: i32, r: i32, c: i32): void {
-  const s = at(src, r * cols + c);
-  const stride = <usize>cols << 2;
+@inline function transpose4x4(dst: usize, ds: i32, src: usize, ss: i32, r: i32, c: i32): void {
+  const s = at(src, r * ss + c);
+  const stride = <usize>ss << 2;
   const r0 = v128.load(s), r1 = v128.load(s + stride), r2 = v128.load(s + 2 * stride), r3 = v128.load(s + 3 * stride);
   const t0 = v128.shuffle<f32>(r0, r1, 0, 4, 1, 5), t1 = v128.shuffle<f32>(r2, r3, 0, 4, 1, 5);
   const t2 = v128.shuffle<f32>(r0, r1, 2, 6, 3, 7), t3 = v128.shuffle<f32>(r2, r3, 2, 6, 3, 7);
-  const d = at(dst, c * rows + r);
-  const dstride = <usize>rows << 2;
+  const d = at(dst, c * ds + r);
+  const dstride = <usize>ds << 2;
   v128.store(d, v128.shuffle<f32>(t0, t1, 0, 1, 4, 5));
   v128.store(d + dstride, v128.shuffle<f32>(t0, t1, 2, 3, 6, 7));
   v128.store(d + 2 * dstride, v128.shuffle<f32>(t2, t3, 0, 1, 4, 5));
   v128.store(d + 3 * dstride, v128.shuffle<f32>(t2, t3, 2, 3, 6, 7));
 }
 
-/** out[r, g*4..g*4+4] += sum over rows of x, for column groups g in [lo, hi): bias gradients. */
+/** dst[c, r] = src[r, c] for source rows r in [lo, hi); src is [rows, cols]. */
+export function transpose(dst: usize, src: usize, rows: i32, cols: i32, lo: i32, hi: i32): void {
+  transposeRows(dst, rows, src, cols, lo, hi, cols);
+}
+
+/** out[g*4..g*4+4] += sum over rows of x, for column groups g in [lo, hi): bias gradients. */
 export function colsum(out: usize, x: usize, rows: i32, cols: i32, lo: i32, hi: i32): void {
-  for (let g = lo; g < hi; g++) {
+  const stride = <usize>cols << 2;
+  let g = lo;
+  // Eight groups (two cache lines of a row) per pass over the rows.
+  for (; g + 8 <= hi; g += 8) {
+    const o = at(out, g * 4);
+    let a0 = v128.load(o), a1 = v128.load(o, 16), a2 = v128.load(o, 32), a3 = v128.load(o, 48);
+    let a4 = v128.load(o, 64), a5 = v128.load(o, 80), a6 = v128.load(o, 96), a7 = v128.load(o, 112);
+    let p = at(x, g * 4);
+    for (let r = 0; r < rows; r++) {
+      a0 = f32x4.add(a0, v128.load(p)); a1 = f32x4.add(a1, v128.load(p, 16));
+      a2 = f32x4.add(a2, v128.load(p, 32)); a3 = f32x4.add(a3, v128.load(p, 48));
+      a4 = f32x4.add(a4, v128.load(p, 64)); a5 = f32x4.add(a5, v128.load(p, 80));
+      a6 = f32x4.add(a6, v128.load(p, 96)); a7 = f32x4.add(a7, v128.load(p, 112));
+      p += stride;
+    }
+    v128.store(o, a0); v128.store(o, a1, 16); v128.store(o, a2, 32); v128.store(o, a3, 48);
+    v128.store(o, a4, 64); v128.store(o, a5, 80); v128.store(o, a6, 96); v128.store(o, a7, 112);
+  }
+  for (; g < hi; g++) {
     const o = at(out, g * 4);
     let acc = v128.load(o);
     let p = at(x, g * 4);
-    const stride = <usize>cols << 2;
     for (let r = 0; r < rows; r++) {
       acc = f32x4.add(acc, v128.load(p));
       p += stride;
     }
     v128.store(o, acc);
   }
+}
+
+/** x[lo, hi) = 0 (floats). */
+export function zero(x: usize, lo: i32, hi: i32): void {
+  memory.fill(at(x, lo), 0, <usize>(hi - lo) << 2);
 }
 
 // ---------------------------------------------------------------------------
@@ -180,16 +233,21 @@ export function embed_forward(out: usize, tokens: usize, wte: usize, wpe: usize,
   }
 }
 
-/** Scatter-adds dout into the embedding gradients; rows may share a token, so this runs on one thread. */
-export function embed_backward(dwte: usize, dwpe: usize, dout: usize, tokens: usize, T: i32, C: i32, rows: i32): void {
+/**
+ * Scatter-adds dout into the embedding gradients for column groups g in
+ * [lo, hi): rows may share a token, so threads split the columns, not the rows.
+ */
+export function embed_backward(dwte: usize, dwpe: usize, dout: usize, tokens: usize, T: i32, C: i32, rows: i32,
+  lo: i32, hi: i32): void {
   for (let r = 0; r < rows; r++) {
     const d = at(dout, r * C);
     const e = at(dwte, load<i32>(at(tokens, r)) * C);
     const p = at(dwpe, (r % T) * C);
-    for (let c = 0; c < C; c += 4) {
-      const g = v128.load(at(d, c));
-      v128.store(at(e, c), f32x4.add(v128.load(at(e, c)), g));
-      v128.store(at(p, c), f32x4.add(v128.load(at(p, c)), g));
+    for (let g = lo; g < hi; g++) {
+      const c = g * 4;
+      const v = v128.load(at(d, c));
+      v128.store(at(e, c), f32x4.add(v128.load(at(e, c)), v));
+      v128.store(at(p, c), f32x4.add(v128.load(at(p, c)), v));
     }
   }
 }
@@ -200,6 +258,12 @@ export function embed_backward(dwte: usize, dwpe: usize, dout: usize, tokens: us
 
 @inline function hsum(v: v128): f32 {
   return f32x4.extract_lane(v, 0) + f32x4.extract_lane(v, 1) + f32x4.extract_lane(v, 2) + f32x4.extract_lane(v, 3);
+}
+
+/** The largest lane in every lane, by shuffles: scalar max compiles to data-dependent branches. */
+@inline function hmax(v: v128): v128 {
+  v = f32x4.pmax(v, v128.shuffle<f32>(v, v, 2, 3, 0, 1));
+  return f32x4.pmax(v, v128.shuffle<f32>(v, v, 1, 0, 3, 2));
 }
 
 export function layernorm_forward(out: usize, mean: usize, rstd: usize, x: usize, w: usize, b: usize,
@@ -227,8 +291,11 @@ export function layernorm_forward(out: usize, mean: usize, rstd: usize, x: usize
   }
 }
 
-/** dx[r] += rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dout * w. */
-export function layernorm_backward(dx: usize, dout: usize, x: usize, w: usize, mean: usize, rstd: usize,
+/**
+ * dx[r] = base[r] + rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+ * dxhat = dout * w; base 0 reads as zeros, base = dx adds in place.
+ */
+export function layernorm_backward(dx: usize, base: usize, dout: usize, x: usize, w: usize, mean: usize, rstd: usize,
   C: i32, lo: i32, hi: i32): void {
   for (let r = lo; r < hi; r++) {
     const xr = at(x, r * C);
@@ -245,19 +312,41 @@ export function layernorm_backward(dx: usize, dout: usize, x: usize, w: usize, m
     const m1 = f32x4.splat(hsum(s1) / <f32>C);
     const m2 = f32x4.splat(hsum(s2) / <f32>C);
     const o = at(dx, r * C);
+    const bo = base ? at(base, r * C) : 0;
     for (let c = 0; c < C; c += 4) {
       const xhat = f32x4.mul(f32x4.sub(v128.load(at(xr, c)), mv), rv);
       const dxhat = f32x4.mul(v128.load(at(dr, c)), v128.load(at(w, c)));
       const g = f32x4.mul(rv, f32x4.sub(f32x4.sub(dxhat, m1), f32x4.mul(xhat, m2)));
-      v128.store(at(o, c), f32x4.add(v128.load(at(o, c)), g));
+      v128.store(at(o, c), bo ? f32x4.add(v128.load(at(bo, c)), g) : g);
     }
   }
 }
 
-/** dw += sum_r dout * xhat, db += sum_r dout, for column groups g in [lo, hi). */
+/** dw += sum_r dout * xhat, db += sum_r dout, for column groups g in [lo, hi), four groups per pass. */
 export function layernorm_param_grads(dw: usize, db: usize, dout: usize, x: usize, mean: usize, rstd: usize,
   rows: i32, C: i32, lo: i32, hi: i32): void {
-  for (let g = lo; g < hi; g++) {
+  const stride = <usize>C << 2;
+  let g = lo;
+  for (; g + 4 <= hi; g += 4) {
+    const w = at(dw, g * 4), b = at(db, g * 4);
+    let w0 = v128.load(w), w1 = v128.load(w, 16), w2 = v128.load(w, 32), w3 = v128.load(w, 48);
+    let b0 = v128.load(b), b1 = v128.load(b, 16), b2 = v128.load(b, 32), b3 = v128.load(b, 48);
+    let pd = at(dout, g * 4), px = at(x, g * 4);
+    for (let r = 0; r < rows; r++) {
+      const mv = v128.load32_splat(at(mean, r)), rv = v128.load32_splat(at(rstd, r));
+      const d0 = v128.load(pd), d1 = v128.load(pd, 16), d2 = v128.load(pd, 32), d3 = v128.load(pd, 48);
+      w0 = f32x4.add(w0, f32x4.mul(d0, f32x4.mul(f32x4.sub(v128.load(px), mv), rv)));
+      w1 = f32x4.add(w1, f32x4.mul(d1, f32x4.mul(f32x4.sub(v128.load(px, 16), mv), rv)));
+      w2 = f32x4.add(w2, f32x4.mul(d2, f32x4.mul(f32x4.sub(v128.load(px, 32), mv), rv)));
+      w3 = f32x4.add(w3, f32x4.mul(d3, f32x4.mul(f32x4.sub(v128.load(px, 48), mv), rv)));
+      b0 = f32x4.add(b0, d0); b1 = f32x4.add(b1, d1); b2 = f32x4.add(b2, d2); b3 = f32x4.add(b3, d3);
+      pd += stride;
+      px += stride;
+    }
+    v128.store(w, w0); v128.store(w, w1, 16); v128.store(w, w2, 32); v128.store(w, w3, 48);
+    v128.store(b, b0); v128.store(b, b1, 16); v128.store(b, b2, 32); v128.store(b, b3, 48);
+  }
+  for (; g < hi; g++) {
     let aw = v128.load(at(dw, g * 4)), ab = v128.load(at(db, g * 4));
     for (let r = 0; r < rows; r++) {
       const d = v128.load(at(dout, r * C + g * 4));
@@ -275,191 +364,203 @@ export function layernorm_param_grads(dw: usize, db: usize, dout: usize, x: usiz
 // Vector exp and erf, 4 lanes at a time. exp: x = n ln2 + r, |r| <= ln2/2,
 // exp(r) by its Taylor series to r^6 (relative error about 1e-7), 2^n built
 // in the exponent bits. erf by Abramowitz & Stegun 7.1.26 (absolute error
-// below 1.5e-7): WebAssembly has neither.
+// below 1.5e-7): WebAssembly has neither. pmin/pmax and the round-by-adding
+// trick are single x86 instructions where min/max/nearest/trunc_sat are
+// sequences; for the clamped, finite inputs here they give the same values.
+// Polynomials are evaluated in halves (Estrin) rather than by Horner's rule:
+// the chain of dependent operations, not their count, is what limits these
+// loops on an out-of-order core.
+//
+// The constants live in memory and are read with one broadcast load each: a
+// v128 constant costs V8 three instructions at every use, and these loops use
+// twenty per vector, more than the arithmetic itself.
+
+const K = memory.data<f32>([
+  -87.0, 88.0, 1.4426950408889634, 12582912.0, 0.693359375, -2.12194440e-4,
+  1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0,
+  0.3275911, 1.061405429, -1.453152027, 1.421413741, -0.284496736, 0.254829592,
+  0.7071067811865476, -0.0, -0.5, 0.3989422804014327, -Infinity,
+]);
+const EXP_MIN = 0, EXP_MAX = 1, LOG2E = 2, ROUND = 3, LN2_HI = 4, LN2_LO = 5;
+const INV720 = 6, INV120 = 7, INV24 = 8, INV6 = 9, HALF = 10, ONE = 11;
+const ERF_P = 12, ERF_A5 = 13, ERF_A4 = 14, ERF_A3 = 15, ERF_A2 = 16, ERF_A1 = 17;
+const SQRT1_2 = 18, SIGN = 19, MINUS_HALF = 20, INV_SQRT_2PI = 21, NEG_INF = 22;
+
+@inline function kv(i: i32): v128 {
+  return v128.load32_splat(K + (<usize>i << 2));
+}
 
 @inline function expv(x: v128): v128 {
-  x = f32x4.min(f32x4.max(x, f32x4.splat(-87.0)), f32x4.splat(88.0));
-  const n = f32x4.nearest(f32x4.mul(x, f32x4.splat(1.4426950408889634)));
-  const r = f32x4.sub(f32x4.sub(x, f32x4.mul(n, f32x4.splat(0.693359375))), f32x4.mul(n, f32x4.splat(-2.12194440e-4)));
-  let q = f32x4.add(f32x4.splat(1.0 / 120.0), f32x4.mul(r, f32x4.splat(1.0 / 720.0)));
-  q = f32x4.add(f32x4.splat(1.0 / 24.0), f32x4.mul(r, q));
-  q = f32x4.add(f32x4.splat(1.0 / 6.0), f32x4.mul(r, q));
-  q = f32x4.add(f32x4.splat(0.5), f32x4.mul(r, q));
-  q = f32x4.add(f32x4.splat(1.0), f32x4.mul(r, q));
-  q = f32x4.add(f32x4.splat(1.0), f32x4.mul(r, q));
-  const pow2 = i32x4.shl(i32x4.add(i32x4.trunc_sat_f32x4_s(n), i32x4.splat(127)), 23);
+  x = f32x4.pmin(f32x4.pmax(x, kv(EXP_MIN)), kv(EXP_MAX));
+  // Adding 1.5 * 2^23 rounds to an integer, which lands in the low mantissa bits.
+  const shifted = f32x4.add(f32x4.mul(x, kv(LOG2E)), kv(ROUND));
+  const n = f32x4.sub(shifted, kv(ROUND));
+  const r = f32x4.sub(f32x4.sub(x, f32x4.mul(n, kv(LN2_HI))), f32x4.mul(n, kv(LN2_LO)));
+  const r2 = f32x4.mul(r, r);
+  const lo = f32x4.add(f32x4.add(kv(ONE), r), f32x4.mul(r2, f32x4.add(kv(HALF), f32x4.mul(r, kv(INV6)))));
+  const hi = f32x4.add(f32x4.add(kv(INV24), f32x4.mul(r, kv(INV120))), f32x4.mul(r2, kv(INV720)));
+  const q = f32x4.add(lo, f32x4.mul(f32x4.mul(r2, r2), hi));
+  // << 23 keeps n (two's complement) in the exponent field; 1.0f's bits are the bias 127 << 23.
+  const pow2 = i32x4.add(i32x4.shl(shifted, 23), kv(ONE));
   return f32x4.mul(q, pow2);
 }
 
 /** erf(v) given |v| and exp(-v*v), without the sign. */
 @inline function erfAbs(av: v128, expNegSq: v128): v128 {
-  const t = f32x4.div(f32x4.splat(1.0), f32x4.add(f32x4.splat(1.0), f32x4.mul(f32x4.splat(0.3275911), av)));
-  let poly = f32x4.add(f32x4.splat(-1.453152027), f32x4.mul(t, f32x4.splat(1.061405429)));
-  poly = f32x4.add(f32x4.splat(1.421413741), f32x4.mul(t, poly));
-  poly = f32x4.add(f32x4.splat(-0.284496736), f32x4.mul(t, poly));
-  poly = f32x4.add(f32x4.splat(0.254829592), f32x4.mul(t, poly));
-  return f32x4.sub(f32x4.splat(1.0), f32x4.mul(f32x4.mul(t, poly), expNegSq));
+  const t = f32x4.div(kv(ONE), f32x4.add(kv(ONE), f32x4.mul(kv(ERF_P), av)));
+  const t2 = f32x4.mul(t, t);
+  const lo = f32x4.add(kv(ERF_A1), f32x4.mul(t, kv(ERF_A2)));
+  const hi = f32x4.add(f32x4.add(kv(ERF_A3), f32x4.mul(t, kv(ERF_A4))), f32x4.mul(t2, kv(ERF_A5)));
+  const poly = f32x4.add(lo, f32x4.mul(t2, hi));
+  return f32x4.sub(kv(ONE), f32x4.mul(f32x4.mul(t, poly), expNegSq));
 }
 
 /** Phi(x) = (1 + erf(x / sqrt 2)) / 2, and exp(-x^2 / 2) for the density. */
 @inline function normalCdf(x: v128, expHalfSq: v128): v128 {
-  const av = f32x4.mul(f32x4.abs(x), f32x4.splat(0.7071067811865476));
+  const sign = kv(SIGN);
+  const av = f32x4.mul(v128.andnot(x, sign), kv(SQRT1_2));
   const e = erfAbs(av, expHalfSq);
-  const signed = v128.or(e, v128.and(x, i32x4.splat(0x80000000)));
-  return f32x4.mul(f32x4.splat(0.5), f32x4.add(f32x4.splat(1.0), signed));
+  const signed = v128.or(e, v128.and(x, sign));
+  return f32x4.mul(kv(HALF), f32x4.add(kv(ONE), signed));
 }
 
-// Exact GELU x * Phi(x) over elements [lo, hi) (multiples of 4).
+// Exact GELU x * Phi(x) on rows [lo, hi) of F columns.
 
-export function gelu_forward(out: usize, x: usize, lo: i32, hi: i32): void {
-  for (let i = lo; i < hi; i += 4) {
+/**
+ * out = gelu(x), and x is overwritten with the derivative Phi(x) + x * phi(x):
+ * backward needs only that, and both share one exp.
+ */
+export function gelu_forward(out: usize, x: usize, F: i32, lo: i32, hi: i32): void {
+  for (let i = lo * F; i < hi * F; i += 4) {
     const v = v128.load(at(x, i));
-    const e = expv(f32x4.mul(f32x4.mul(v, v), f32x4.splat(-0.5)));
-    v128.store(at(out, i), f32x4.mul(v, normalCdf(v, e)));
+    const e = expv(f32x4.mul(f32x4.mul(v, v), kv(MINUS_HALF)));
+    const cdf = normalCdf(v, e);
+    v128.store(at(out, i), f32x4.mul(v, cdf));
+    const pdf = f32x4.mul(e, kv(INV_SQRT_2PI));
+    v128.store(at(x, i), f32x4.add(cdf, f32x4.mul(v, pdf)));
   }
 }
 
-/** dx = dout * (Phi(x) + x * phi(x)), written over dout. */
-export function gelu_backward(dout: usize, x: usize, lo: i32, hi: i32): void {
-  for (let i = lo; i < hi; i += 4) {
-    const v = v128.load(at(x, i));
-    const e = expv(f32x4.mul(f32x4.mul(v, v), f32x4.splat(-0.5)));
-    const pdf = f32x4.mul(e, f32x4.splat(0.3989422804014327));
-    const g = f32x4.add(normalCdf(v, e), f32x4.mul(v, pdf));
-    v128.store(at(dout, i), f32x4.mul(v128.load(at(dout, i)), g));
+/** dout *= gelu'(x), the derivative gelu_forward left in place of x. */
+export function gelu_backward(dout: usize, deriv: usize, F: i32, lo: i32, hi: i32): void {
+  for (let i = lo * F; i < hi * F; i += 4) {
+    v128.store(at(dout, i), f32x4.mul(v128.load(at(dout, i)), v128.load(at(deriv, i))));
   }
 }
 
 // ---------------------------------------------------------------------------
 // Causal attention, one (sequence, head) pair per item: item = b * H + h.
-// q, k, v, out are [B*T, C] with head h in columns h*D..h*D+D; att holds the
-// softmax probabilities [B, H, T, T] (only t2 <= t is written or read).
-// Scores are taken four keys at a time (four dot products, one horizontal
-// reduction); weighted sums over keys keep 16 output columns in registers.
+// q, k, v, out are [B*T, C] with head h in columns h*D..h*D+D. att holds the
+// softmax probabilities [B, H, T, Tp], Tp = T rounded up to 4: for each block
+// of 4 queries, the keys up to the block's end are written (zeros above the
+// diagonal), so every product runs as whole 4-row blocks of the matmul
+// kernel; keys past the block are never read. scratch holds (D + 4) * Tp
+// floats per item: one transposed head of K or V, and 4 rows of score gradients.
 
-@inline function hsum4(a: v128, b: v128, c: v128, d: v128): v128 {
-  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 1, 4, 5), v128.shuffle<f32>(a, b, 2, 3, 6, 7));
-  const cd = f32x4.add(v128.shuffle<f32>(c, d, 0, 1, 4, 5), v128.shuffle<f32>(c, d, 2, 3, 6, 7));
-  return f32x4.add(v128.shuffle<f32>(ab, cd, 0, 2, 4, 6), v128.shuffle<f32>(ab, cd, 1, 3, 5, 7));
+@inline function round4(n: i32): i32 {
+  return (n + 3) & ~3;
 }
 
-/** dst[t2] = scale * dot(x, rows[t2]) for t2 in [0, n); rows are `stride` bytes apart. */
-@inline function dotRows(dst: usize, x: usize, rows: usize, stride: usize, n: i32, D: i32, scale: f32): void {
-  let t2 = 0;
-  for (; t2 + 4 <= n; t2 += 4) {
-    const r0 = rows + <usize>t2 * stride;
-    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-    for (let d = 0; d < D; d += 4) {
-      const xv = v128.load(at(x, d));
-      const o = <usize>d << 2;
-      a0 = f32x4.add(a0, f32x4.mul(xv, v128.load(r0 + o)));
-      a1 = f32x4.add(a1, f32x4.mul(xv, v128.load(r0 + stride + o)));
-      a2 = f32x4.add(a2, f32x4.mul(xv, v128.load(r0 + 2 * stride + o)));
-      a3 = f32x4.add(a3, f32x4.mul(xv, v128.load(r0 + 3 * stride + o)));
-    }
-    v128.store(at(dst, t2), f32x4.mul(hsum4(a0, a1, a2, a3), f32x4.splat(scale)));
-  }
-  for (; t2 < n; t2++) store<f32>(at(dst, t2), dot(x, rows + <usize>t2 * stride, D) * scale);
+/** Lanes [base, base + 4) that are below n: all ones, else zeros. */
+@inline function below(base: i32, n: i32): v128 {
+  return i32x4.lt_s(i32x4.add(i32x4.splat(base), i32x4(0, 1, 2, 3)), i32x4.splat(n));
 }
 
-/** y[0..D) = sum_i w[i] * rows[i][0..D) for i in [0, n); weights are wStride bytes apart, rows `stride`. */
-@inline function weightedRows(y: usize, w: usize, wStride: usize, rows: usize, stride: usize, n: i32, D: i32): void {
-  let d = 0;
-  for (; d + 16 <= D; d += 16) {
-    const o = <usize>d << 2;
-    let a0 = f32x4.splat(0), a1 = f32x4.splat(0), a2 = f32x4.splat(0), a3 = f32x4.splat(0);
-    let r = rows + o;
-    let pw = w;
-    for (let i = 0; i < n; i++) {
-      const s = v128.load32_splat(pw);
-      a0 = f32x4.add(a0, f32x4.mul(s, v128.load(r)));
-      a1 = f32x4.add(a1, f32x4.mul(s, v128.load(r, 16)));
-      a2 = f32x4.add(a2, f32x4.mul(s, v128.load(r, 32)));
-      a3 = f32x4.add(a3, f32x4.mul(s, v128.load(r, 48)));
-      r += stride;
-      pw += wStride;
-    }
-    v128.store(y + o, a0); v128.store(y + o, a1, 16); v128.store(y + o, a2, 32); v128.store(y + o, a3, 48);
-  }
-  for (; d < D; d += 4) {
-    const o = <usize>d << 2;
-    let a = f32x4.splat(0);
-    for (let i = 0; i < n; i++) a = f32x4.add(a, f32x4.mul(v128.load32_splat(w + <usize>i * wStride), v128.load(rows + <usize>i * stride + o)));
-    v128.store(y + o, a);
-  }
-}
-
-@inline function dot(a: usize, b: usize, D: i32): f32 {
-  let s = f32x4.splat(0);
-  for (let d = 0; d < D; d += 4) s = f32x4.add(s, f32x4.mul(v128.load(at(a, d)), v128.load(at(b, d))));
-  return hsum(s);
-}
-
-/** row[0..n) = softmax(row[0..n)) in place. */
-@inline function softmaxRow(row: usize, n: i32): void {
-  let mx = -Infinity as f32;
-  for (let t2 = 0; t2 < n; t2++) mx = max(mx, load<f32>(at(row, t2)));
-  const mv = f32x4.splat(mx);
+/**
+ * row[0..n) = softmax(scale * row[0..n)) in place, and row[n..round4(n)) = 0
+ * (those entries hold finite scores of later keys).
+ */
+@inline function softmaxRow(row: usize, n: i32, scale: f32): void {
+  const end = round4(n);
+  const tail = end - 4;
+  let mv = kv(NEG_INF);
+  for (let t2 = 0; t2 < tail; t2 += 4) mv = f32x4.pmax(mv, v128.load(at(row, t2)));
+  const keep = below(tail, n);
+  mv = f32x4.pmax(mv, v128.bitselect(v128.load(at(row, tail)), kv(NEG_INF), keep));
+  const sc = f32x4.splat(scale);
+  const ms = f32x4.mul(hmax(mv), sc);
   let sv = f32x4.splat(0);
-  let t2 = 0;
-  for (; t2 + 4 <= n; t2 += 4) {
-    const e = expv(f32x4.sub(v128.load(at(row, t2)), mv));
+  for (let t2 = 0; t2 < end; t2 += 4) {
+    let e = expv(f32x4.sub(f32x4.mul(v128.load(at(row, t2)), sc), ms));
+    if (t2 == tail) e = v128.and(e, keep);
     v128.store(at(row, t2), e);
     sv = f32x4.add(sv, e);
   }
-  let sum = hsum(sv);
-  for (; t2 < n; t2++) {
-    const e = Mathf.exp(load<f32>(at(row, t2)) - mx);
-    store<f32>(at(row, t2), e);
-    sum += e;
-  }
-  const inv = <f32>1 / sum;
-  for (t2 = 0; t2 < n; t2++) store<f32>(at(row, t2), load<f32>(at(row, t2)) * inv);
+  const inv = f32x4.splat(<f32>1 / hsum(sv));
+  for (let t2 = 0; t2 < end; t2 += 4) v128.store(at(row, t2), f32x4.mul(v128.load(at(row, t2)), inv));
 }
 
-export function attention_forward(out: usize, att: usize, q: usize, k: usize, v: usize,
+/** dst [D, Tp] = the head's [T, D] block of src (row stride C), zero past column T. */
+@inline function transposeHead(dst: usize, src: usize, T: i32, Tp: i32, C: i32, D: i32): void {
+  transposeRows(dst, Tp, src, C, 0, T, D);
+  for (let d = 0; d < D; d++) {
+    for (let t = T; t < Tp; t++) store<f32>(at(dst, d * Tp + t), 0);
+  }
+}
+
+export function attention_forward(out: usize, att: usize, scratch: usize, q: usize, k: usize, v: usize,
   T: i32, C: i32, H: i32, scale: f32, lo: i32, hi: i32): void {
   const D = C / H;
-  const stride = <usize>C << 2;
+  const Tp = round4(T);
+  const cs = <usize>C << 2, ts = <usize>Tp << 2;
   for (let item = lo; item < hi; item++) {
     const base = (item / H) * T * C + (item % H) * D;
-    for (let t = 0; t < T; t++) {
-      const row = at(att, (item * T + t) * T);
-      dotRows(row, at(q, base + t * C), at(k, base), stride, t + 1, D, scale);
-      softmaxRow(row, t + 1);
-      weightedRows(at(out, base + t * C), row, 4, at(v, base), stride, t + 1, D);
+    const a0 = at(att, item * T * Tp);
+    const kT = at(scratch, item * (D + 4) * Tp);
+    transposeHead(kT, at(k, base), T, Tp, C, D);
+    for (let t0 = 0; t0 < T; t0 += 4) {
+      const rows = min(4, T - t0);
+      const block = a0 + <usize>t0 * ts;
+      gemm(block, ts, 0, at(q, base + t0 * C), cs, 4, kT, ts, 0, D, min(t0 + 4, Tp), 0, rows);
+      for (let r = 0; r < rows; r++) softmaxRow(block + <usize>r * ts, t0 + r + 1, scale);
+      gemm(at(out, base + t0 * C), cs, 0, block, ts, 4, at(v, base), cs, 0, t0 + rows, D, 0, rows);
     }
   }
 }
 
 /**
  * Writes dq, dk, dv (no need to clear them) and overwrites att with the score
- * gradients; scratch holds T floats per item. dv and dk are gathered per key
- * over the att column (all queries that saw that key), so every output row is
- * summed in registers and written once.
+ * gradients. dv and dk gather each key's column of att (all queries that saw
+ * that key): A = att^T, read in place through the matmul kernel's strides.
  */
 export function attention_backward(dq: usize, dk: usize, dv: usize, scratch: usize, dout: usize, q: usize, k: usize,
   v: usize, att: usize, T: i32, C: i32, H: i32, scale: f32, lo: i32, hi: i32): void {
   const D = C / H;
-  const stride = <usize>C << 2;
-  const column = <usize>T << 2;
+  const Tp = round4(T);
+  const cs = <usize>C << 2, ts = <usize>Tp << 2;
   for (let item = lo; item < hi; item++) {
     const base = (item / H) * T * C + (item % H) * D;
-    const a0 = at(att, item * T * T);
-    for (let t2 = 0; t2 < T; t2++) {
-      weightedRows(at(dv, base + t2 * C), at(a0, t2 * T + t2), column, at(dout, base + t2 * C), stride, T - t2, D);
+    const a0 = at(att, item * T * Tp);
+    for (let t2 = 0; t2 < T; t2 += 4) {
+      gemm(at(dv, base + t2 * C), cs, 0, a0 + <usize>(t2 * Tp + t2) * 4, 4, ts, at(dout, base + t2 * C), cs, 0,
+        T - t2, D, 0, min(4, T - t2));
     }
-    const datt = at(scratch, item * T);
-    for (let t = 0; t < T; t++) {
-      const row = at(a0, t * T);
-      dotRows(datt, at(dout, base + t * C), at(v, base), stride, t + 1, D, 1);
-      let dsum: f32 = 0;
-      for (let t2 = 0; t2 <= t; t2++) dsum += load<f32>(at(row, t2)) * load<f32>(at(datt, t2));
-      for (let t2 = 0; t2 <= t; t2++) store<f32>(at(row, t2), load<f32>(at(row, t2)) * (load<f32>(at(datt, t2)) - dsum) * scale);
-      weightedRows(at(dq, base + t * C), row, 4, at(k, base), stride, t + 1, D);
+    const vT = at(scratch, item * (D + 4) * Tp);
+    const datt = vT + <usize>D * ts;
+    transposeHead(vT, at(v, base), T, Tp, C, D);
+    for (let t0 = 0; t0 < T; t0 += 4) {
+      const rows = min(4, T - t0);
+      const cols = min(t0 + 4, Tp);
+      gemm(datt, ts, 0, at(dout, base + t0 * C), cs, 4, vT, ts, 0, D, cols, 0, rows);
+      for (let r = 0; r < rows; r++) {
+        const row = a0 + <usize>(t0 + r) * ts;
+        const dr = datt + <usize>r * ts;
+        const end = round4(t0 + r + 1);
+        // Entries past the query are zero probabilities: they add nothing to the sum.
+        let s = f32x4.splat(0);
+        for (let t2 = 0; t2 < end; t2 += 4) s = f32x4.add(s, f32x4.mul(v128.load(at(row, t2)), v128.load(at(dr, t2))));
+        const dsum = f32x4.splat(hsum(s));
+        const sc = f32x4.splat(scale);
+        for (let t2 = 0; t2 < end; t2 += 4) {
+          const p = v128.load(at(row, t2));
+          v128.store(at(row, t2), f32x4.mul(f32x4.mul(p, f32x4.sub(v128.load(at(dr, t2)), dsum)), sc));
+        }
+      }
+      gemm(at(dq, base + t0 * C), cs, 0, a0 + <usize>t0 * ts, ts, 4, at(k, base), cs, 0, t0 + rows, D, 0, rows);
     }
-    for (let t2 = 0; t2 < T; t2++) {
-      weightedRows(at(dk, base + t2 * C), at(a0, t2 * T + t2), column, at(q, base + t2 * C), stride, T - t2, D);
+    for (let t2 = 0; t2 < T; t2 += 4) {
+      gemm(at(dk, base + t2 * C), cs, 0, a0 + <usize>(t2 * Tp + t2) * 4, 4, ts, at(q, base + t2 * C), cs, 0,
+        T - t2, D, 0, min(4, T - t2));
     }
   }
 }
@@ -467,20 +568,29 @@ export function attention_backward(dq: usize, dk: usize, dv: usize, scratch: usi
 // ---------------------------------------------------------------------------
 // Cross-entropy per row: losses[r] = logsumexp(logits[r]) - logits[r, y[r]].
 // With gradScale != 0 the logits are replaced by their gradient
-// (softmax - onehot) * gradScale.
+// (softmax - onehot) * gradScale. V is a multiple of 4.
 
 export function crossentropy(logits: usize, losses: usize, targets: usize, V: i32, gradScale: f32, lo: i32, hi: i32): void {
   for (let r = lo; r < hi; r++) {
     const row = at(logits, r * V);
-    let mx = -Infinity as f32;
-    for (let j = 0; j < V; j++) mx = max(mx, load<f32>(at(row, j)));
-    let sum: f64 = 0;
-    for (let j = 0; j < V; j++) sum += <f64>Mathf.exp(load<f32>(at(row, j)) - mx);
+    let mv = kv(NEG_INF);
+    for (let j = 0; j < V; j += 4) mv = f32x4.pmax(mv, v128.load(at(row, j)));
+    const ms = hmax(mv);
+    const mx = f32x4.extract_lane(ms, 0);
+    // The sum in f64, as the reference's float64 log-sum-exp.
+    let s0 = f64x2.splat(0), s1 = f64x2.splat(0);
+    for (let j = 0; j < V; j += 4) {
+      const e = expv(f32x4.sub(v128.load(at(row, j)), ms));
+      s0 = f64x2.add(s0, f64x2.promote_low_f32x4(e));
+      s1 = f64x2.add(s1, f64x2.promote_low_f32x4(v128.shuffle<f32>(e, e, 2, 3, 0, 1)));
+    }
+    const sum = f64x2.extract_lane(s0, 0) + f64x2.extract_lane(s1, 0) + f64x2.extract_lane(s0, 1) + f64x2.extract_lane(s1, 1);
     const lse = <f32>Math.log(sum) + mx;
     const y = load<i32>(at(targets, r));
     store<f32>(at(losses, r), lse - load<f32>(at(row, y)));
     if (gradScale != 0) {
-      for (let j = 0; j < V; j++) store<f32>(at(row, j), Mathf.exp(load<f32>(at(row, j)) - lse) * gradScale);
+      const ls = f32x4.splat(lse), gs = f32x4.splat(gradScale);
+      for (let j = 0; j < V; j += 4) v128.store(at(row, j), f32x4.mul(expv(f32x4.sub(v128.load(at(row, j)), ls)), gs));
       store<f32>(at(row, y), load<f32>(at(row, y)) - gradScale);
     }
   }
@@ -489,24 +599,30 @@ export function crossentropy(logits: usize, losses: usize, targets: usize, V: i3
 // ---------------------------------------------------------------------------
 // Optimizer.
 
-/** Sum of squares of x[0..n), accumulated in f64 per block of 1024 (clipping's global norm). */
-export function sumsq(x: usize, n: i32): f64 {
-  let total: f64 = 0;
-  let i = 0;
-  for (; i + 4 <= n;) {
-    const end = min(n & ~3, i + 1024);
+const NORM_BLOCK = 1024;
+
+/**
+ * out[b] = sum of squares of x over blocks b in [lo, hi) of 1024 floats (x has
+ * n), as f64: the partial sums of clipping's global norm, block by block so
+ * threads can share the work and the total is the same however they split it.
+ */
+export function sumsq(x: usize, n: i32, out: usize, lo: i32, hi: i32): void {
+  for (let b = lo; b < hi; b++) {
+    const start = b * NORM_BLOCK;
+    const end = min(n, start + NORM_BLOCK);
     let s = f32x4.splat(0);
-    for (; i < end; i += 4) {
+    let i = start;
+    for (; i + 4 <= end; i += 4) {
       const v = v128.load(at(x, i));
       s = f32x4.add(s, f32x4.mul(v, v));
     }
-    total += <f64>hsum(s);
+    let total = <f64>hsum(s);
+    for (; i < end; i++) {
+      const v = <f64>load<f32>(at(x, i));
+      total += v * v;
+    }
+    store<f64>(out + (<usize>b << 3), total);
   }
-  for (; i < n; i++) {
-    const v = <f64>load<f32>(at(x, i));
-    total += v * v;
-  }
-  return total;
 }
 
 /**
@@ -534,9 +650,25 @@ export function adamw(p: usize, g: usize, m: usize, v: usize, decayRanges: usize
   }
 }
 
+// Lane by lane the same IEEE operations as the scalar formula (no fused
+// multiply-add here), so the update is exact whichever build runs it.
 @inline function adamwRange(p: usize, g: usize, m: usize, v: usize, lr: f32, beta1: f32, beta2: f32, eps: f32, wd: f32,
   bc1: f32, bc2: f32, gradScale: f32, lo: i32, hi: i32): void {
-  for (let i = lo; i < hi; i++) {
+  const gs = f32x4.splat(gradScale), b1 = f32x4.splat(beta1), b2 = f32x4.splat(beta2);
+  const c1 = f32x4.splat(<f32>1 - beta1), c2 = f32x4.splat(<f32>1 - beta2);
+  const lrv = f32x4.splat(lr), epsv = f32x4.splat(eps), wdv = f32x4.splat(wd), bc1v = f32x4.splat(bc1), bc2v = f32x4.splat(bc2);
+  let i = lo;
+  for (; i + 4 <= hi; i += 4) {
+    const grad = f32x4.mul(v128.load(at(g, i)), gs);
+    const mi = f32x4.add(f32x4.mul(b1, v128.load(at(m, i))), f32x4.mul(c1, grad));
+    const vi = f32x4.add(f32x4.mul(b2, v128.load(at(v, i))), f32x4.mul(c2, f32x4.mul(grad, grad)));
+    v128.store(at(m, i), mi);
+    v128.store(at(v, i), vi);
+    const pi = v128.load(at(p, i));
+    const step = f32x4.add(f32x4.div(f32x4.div(mi, bc1v), f32x4.add(f32x4.sqrt(f32x4.div(vi, bc2v)), epsv)), f32x4.mul(wdv, pi));
+    v128.store(at(p, i), f32x4.sub(pi, f32x4.mul(lrv, step)));
+  }
+  for (; i < hi; i++) {
     const grad = load<f32>(at(g, i)) * gradScale;
     const mi = beta1 * load<f32>(at(m, i)) + (<f32>1 - beta1) * grad;
     const vi = beta2 * load<f32>(at(v, i)) + (<f32>1 - beta2) * (grad * grad);

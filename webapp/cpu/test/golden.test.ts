@@ -1,14 +1,19 @@
 // The CPU backend against the numpy reference's golden fixture
 // (tests/fixtures/golden_tiny.json, from `python -m tinygpt.golden`), through
-// the Backend interface only. Run by tests/test_cpu_node.py, which compiles
-// cpu.wasm and passes its path in TINYGPT_CPU_WASM.
+// the Backend interface only, in both SIMD builds; and the gate that decides
+// between them. Run by tests/test_cpu_node.py, which compiles cpu.wasm and
+// passes its path in TINYGPT_CPU_WASM, a cpu.wasm whose relaxed build is
+// deliberately wrong in TINYGPT_CPU_BROKEN, and TINYGPT_CPU_RELAXED=1 when it
+// started Node with relaxed SIMD on.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import { Worker } from "node:worker_threads";
-import { createCpuBackend, type CpuBackendOptions } from "../backend";
+import { createCpuBackend, type CpuBackend, type CpuBackendOptions } from "../backend";
+import { relaxedAgrees, withinGate } from "../gate";
 import type { WorkerLike } from "../threads";
+import { relaxedModule } from "../wasm";
 import type { Backend, ModelConfig } from "../../engine/types";
 
 interface Step { step: number; lr: number; x: number[]; y: number[]; loss_f32: number; loss_f64: number }
@@ -30,6 +35,12 @@ const golden = JSON.parse(readFileSync("tests/fixtures/golden_tiny.json", "utf8"
 const wasmPath = process.env.TINYGPT_CPU_WASM;
 if (!wasmPath) throw new Error("TINYGPT_CPU_WASM must name the compiled cpu.wasm (tests/test_cpu_node.py sets it)");
 const wasm = readFileSync(wasmPath);
+const engineRelaxed = WebAssembly.validate(relaxedModule(wasm)!);
+const need = (name: string) => {
+  const v = process.env[name];
+  if (!v) throw new Error(`${name} must be set (tests/test_cpu_node.py sets it)`);
+  return v;
+};
 
 function floats(b64: string): Float32Array {
   const bytes = Buffer.from(b64, "base64");
@@ -39,7 +50,7 @@ function floats(b64: string): Float32Array {
 const relErr = (a: number, b: number) => Math.abs(a - b) / Math.abs(b);
 const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, v) => s + v * v, 0));
 
-async function backend(extra: Partial<CpuBackendOptions> = {}): Promise<Backend> {
+async function backend(extra: Partial<CpuBackendOptions> = {}): Promise<CpuBackend> {
   const b = await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train, ...extra });
   await b.setState({ params: floats(golden.init_params), step: 0 });
   return b;
@@ -67,37 +78,78 @@ async function greedy(b: Backend, sample: Sample): Promise<number[]> {
   return tokens.slice(sample.prompt.length);
 }
 
-test("first-step loss and 20-step curve match the reference; final weights and moments too", async () => {
-  const b = await backend();
-  checkCurve(await train(b));
-  const s = await b.getState();
-  assert.equal(s.step, golden.steps.length);
-  // Absolute floor: k_proj.bias has an exactly zero gradient (softmax ignores a
-  // shift shared by a whole row of scores), so its tiny value is rounding noise.
-  for (const t of golden.tensors) {
-    const want = golden.final.params[t.name].l2;
-    const got = l2(s.params.subarray(t.offset, t.offset + t.size));
-    assert.ok(Math.abs(got - want) < 1e-3 * Math.max(want, 1), `${t.name}: final L2 ${got} vs reference ${want}`);
+test("this Node runs the relaxed-SIMD build when the harness turned it on", () => {
+  assert.equal(engineRelaxed, process.env.TINYGPT_CPU_RELAXED === "1");
+});
+
+for (const relaxed of [false, true]) {
+  const build = relaxed ? "relaxed SIMD" : "plain SIMD";
+
+  test(`${build}: first-step loss and 20-step curve match the reference; final weights and moments too`, async () => {
+    const b = await backend({ relaxed });
+    assert.equal(b.relaxed, relaxed && engineRelaxed);
+    checkCurve(await train(b));
+    const s = await b.getState();
+    assert.equal(s.step, golden.steps.length);
+    // Absolute floor: k_proj.bias has an exactly zero gradient (softmax ignores a
+    // shift shared by a whole row of scores), so its tiny value is rounding noise.
+    for (const t of golden.tensors) {
+      const want = golden.final.params[t.name].l2;
+      const got = l2(s.params.subarray(t.offset, t.offset + t.size));
+      assert.ok(Math.abs(got - want) < 1e-3 * Math.max(want, 1), `${t.name}: final L2 ${got} vs reference ${want}`);
+    }
+    assert.ok(relErr(l2(s.m!), golden.final.m_l2) < 1e-3, `Adam m L2 ${l2(s.m!)} vs ${golden.final.m_l2}`);
+    assert.ok(relErr(l2(s.v!), golden.final.v_l2) < 1e-3, `Adam v L2 ${l2(s.v!)} vs ${golden.final.v_l2}`);
+    const first = golden.steps[0];
+    const after = await b.loss(Int32Array.from(first.x), Int32Array.from(first.y));
+    assert.ok(relErr(after, golden.final.loss_f32) < 1e-3, `final loss ${after} vs ${golden.final.loss_f32}`);
+    assert.deepEqual(await greedy(b, golden.sample), golden.sample.tokens);
+    b.dispose();
+  });
+
+  test(`${build}: nextLogits of the initial model match the reference logits`, async () => {
+    const b = await backend({ relaxed });
+    const want = floats(golden.logits_step0);
+    const got = await b.nextLogits(Int32Array.from(golden.steps[0].x.slice(0, golden.config.block_size)));
+    assert.equal(got.length, golden.config.vocab_size);
+    const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+    const worst = want.reduce((m, v, i) => Math.max(m, Math.abs(v - got[i])), 0);
+    assert.ok(worst < 1e-4 * scale, `max |logit diff| ${worst} (max |logit| ${scale})`);
+    if (golden.sample_init) assert.deepEqual(await greedy(b, golden.sample_init), golden.sample_init.tokens);
+    b.dispose();
+  });
+
+  test(`${build}: two threads sharing memory reproduce the reference`, async () => {
+    const workerUrl = new URL("./thread_worker.mjs", import.meta.url);
+    const b = await backend({ relaxed, threads: 2, spawn: () => new Worker(workerUrl) as unknown as WorkerLike });
+    assert.equal(b.device, `2 threads, ${relaxed && engineRelaxed ? "relaxed SIMD" : "SIMD"}`);
+    checkCurve(await train(b));
+    b.dispose();
+  });
+}
+
+test("the gate: passes the relaxed build, refuses one whose multiply-adds are wrong, and then runs plain", async () => {
+  const broken = readFileSync(need("TINYGPT_CPU_BROKEN"));
+  if (engineRelaxed) {
+    assert.equal(await relaxedAgrees(wasm, relaxedModule(wasm)!), true);
+    assert.equal(await relaxedAgrees(broken, relaxedModule(broken)!), false);
   }
-  assert.ok(relErr(l2(s.m!), golden.final.m_l2) < 1e-3, `Adam m L2 ${l2(s.m!)} vs ${golden.final.m_l2}`);
-  assert.ok(relErr(l2(s.v!), golden.final.v_l2) < 1e-3, `Adam v L2 ${l2(s.v!)} vs ${golden.final.v_l2}`);
-  const first = golden.steps[0];
-  const after = await b.loss(Int32Array.from(first.x), Int32Array.from(first.y));
-  assert.ok(relErr(after, golden.final.loss_f32) < 1e-3, `final loss ${after} vs ${golden.final.loss_f32}`);
-  assert.deepEqual(await greedy(b, golden.sample), golden.sample.tokens);
+  const b = await createCpuBackend(golden.config, { wasm: broken, threads: 1, optimizer: golden.train });
+  assert.equal(b.relaxed, false);
+  assert.equal(b.device, "1 thread, SIMD");
+  await b.setState({ params: floats(golden.init_params), step: 0 });
+  checkCurve(await train(b));
   b.dispose();
 });
 
-test("nextLogits of the initial model match the reference logits", async () => {
-  const b = await backend();
-  const want = floats(golden.logits_step0);
-  const got = await b.nextLogits(Int32Array.from(golden.steps[0].x.slice(0, golden.config.block_size)));
-  assert.equal(got.length, golden.config.vocab_size);
-  const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
-  const worst = want.reduce((m, v, i) => Math.max(m, Math.abs(v - got[i])), 0);
-  assert.ok(worst < 1e-4 * scale, `max |logit diff| ${worst} (max |logit| ${scale})`);
-  if (golden.sample_init) assert.deepEqual(await greedy(b, golden.sample_init), golden.sample_init.tokens);
-  b.dispose();
+test("the gate's rule: max|out - ref| and the floored mean relative error, against mean|ref|", () => {
+  const ref = Float32Array.from([1, -2, 3, -4, 0]);
+  assert.ok(withinGate(ref.slice(), ref));
+  assert.ok(withinGate(ref.map((v) => v * 1.001), ref));
+  assert.ok(!withinGate(ref.map((v) => v * 1.02), ref), "2% off everywhere");
+  assert.ok(!withinGate(ref.map((v, i) => (i === 4 ? 0.05 : v)), ref), "one element off by 2.5% of mean|ref|");
+  assert.ok(!withinGate(ref.map((v, i) => (i === 0 ? NaN : v)), ref), "NaN");
+  assert.ok(!withinGate(ref.subarray(1), ref), "a different length");
 });
 
 test("getState then setState into a fresh backend continues the same run", async () => {
@@ -123,22 +175,14 @@ test("micro-batches (one sequence at a time) give the same step as the whole bat
   split.forEach((loss, i) => assert.ok(relErr(loss, whole[i]) < 1e-5, `step ${i}: ${loss} vs ${whole[i]}`));
 });
 
-test("two threads sharing memory reproduce the reference", async () => {
-  const workerUrl = new URL("./thread_worker.mjs", import.meta.url);
-  const b = await backend({ threads: 2, spawn: () => new Worker(workerUrl) as unknown as WorkerLike });
-  assert.equal(b.device, "2 threads, SIMD");
-  checkCurve(await train(b));
-  b.dispose();
-});
-
 test("helpers that fail to start leave a working single-thread backend", async () => {
   const broken = () => new Worker("throw new Error('no helper today')", { eval: true }) as unknown as WorkerLike;
   const b = await backend({ threads: 2, spawn: broken });
-  assert.equal(b.device, "1 thread, SIMD");
+  assert.equal(b.device, `1 thread, ${engineRelaxed ? "relaxed SIMD" : "SIMD"}`);
   checkCurve(await train(b));
   b.dispose();
   const refused = await backend({ threads: 3, spawn: () => { throw new Error("blocked by policy"); } });
-  assert.equal(refused.device, "1 thread, SIMD");
+  assert.equal(refused.threads, 1);
   refused.dispose();
 });
 
