@@ -39,7 +39,8 @@ def build(dest: Path):
     bin_ = ROOT / "node_modules" / ".bin"
     dest.mkdir(parents=True, exist_ok=True)
     compile_cpu_wasm(ROOT, dest / "cpu.wasm")
-    for src, name in (("bench/cpu_node.ts", "cpu_node.mjs"), ("webapp/cpu/test/thread_worker.ts", "thread_worker.mjs")):
+    for src, name in (("bench/cpu_node.ts", "cpu_node.mjs"), ("bench/cpu_curve.ts", "cpu_curve.mjs"),
+                      ("webapp/cpu/test/thread_worker.ts", "thread_worker.mjs")):
         subprocess.run([bin_ / "esbuild", src, "--bundle", "--platform=node", "--format=esm", f"--outfile={dest / name}",
                         "--log-level=warning"], cwd=ROOT, check=True)
 

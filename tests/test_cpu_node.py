@@ -5,14 +5,17 @@ plain and the relaxed-SIMD build, golden parity with
 tests/fixtures/golden_tiny.json, parity with the numpy reference on an
 odd-shaped model written here (every kernel's remainder paths) and two threads
 on shared memory; the gate refusing a relaxed build made wrong on purpose here;
-the getState round trip, micro-batching, the fallback to one thread, and bad input."""
+the getState round trip, micro-batching, the fallback to one thread, and bad input.
+This file also runs the gate's training check on the two builds (bench/bench_cpu_curve.py)."""
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tinygpt import model
 from tinygpt.build.bundle import compile_cpu_wasm
+from tinygpt.facts import FACTS
 from tinygpt.golden import reference_run
 from tinygpt.train import TrainConfig
 
@@ -66,3 +69,12 @@ def test_cpu_backend_in_node(tmp_path):
     run(["node", *([RELAXED_FLAG] if relaxed else []), "--test", *bundles],
         env={**os.environ, "TINYGPT_CPU_WASM": str(wasm), "TINYGPT_CPU_ODD": str(tmp_path / "odd.json"),
              "TINYGPT_CPU_BROKEN": str(broken_relaxed(tmp_path)), "TINYGPT_CPU_RELAXED": "1" if relaxed else "0"})
+
+
+def test_relaxed_build_keeps_the_loss_curve(tmp_path):
+    """The numerics gate's training check for the relaxed-SIMD build: facts.gate's curve_steps steps on
+    Shakespeare beside the plain build, every step's loss within curve_rel_tolerance (the script exits 1 if not)."""
+    out = tmp_path / "curve.json"
+    run([sys.executable, ROOT / "bench" / "bench_cpu_curve.py", "--out", out])
+    rows = json.loads(out.read_text())["rows"]
+    assert rows[0]["verdict"] == "pass" and rows[0]["steps"] == FACTS["gate"]["curve_steps"], rows

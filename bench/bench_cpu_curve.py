@@ -1,0 +1,79 @@
+"""The training check for the CPU backend's relaxed-SIMD build: facts.gate's
+curve_steps steps on Shakespeare with the plain build and with the relaxed one
+(same preset, batches and schedule, one thread each), and the largest relative
+difference between the two loss curves, against facts.gate.curve_rel_tolerance.
+Writes content/data/cpu_curve.json (both curves, plotted on the speedup page).
+
+    python bench/bench_cpu_curve.py                  # tiny, 500 steps
+    python bench/bench_cpu_curve.py --preset small --prebuilt DIR
+
+Exits 1 when the curves differ by more than the tolerance.
+"""
+import argparse
+import datetime
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from bench_cpu import build, node_flags
+from machine import cpu_name
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tinygpt.build.corpora import CORPORA, prepared  # noqa: E402
+from tinygpt.facts import FACTS  # noqa: E402
+
+OUT = ROOT / "content" / "data" / "cpu_curve.json"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--preset", default="tiny")
+    ap.add_argument("--steps", type=int, default=FACTS["gate"]["curve_steps"])
+    ap.add_argument("--prebuilt", type=Path, metavar="DIR", help="from bench_cpu.py --build-only DIR")
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--out", type=Path, default=OUT)
+    args = ap.parse_args()
+    tolerance = FACTS["gate"]["curve_rel_tolerance"]
+    shakespeare = next(c for c in CORPORA if c["id"] == "shakespeare")
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = Path(tmp) / "shakespeare.txt"
+        corpus.write_bytes(prepared(shakespeare, ROOT / ".cache"))
+        built = args.prebuilt or Path(tmp)
+        if not args.prebuilt:
+            build(built)
+        cmd = [args.node, *node_flags(args.node), built / "cpu_curve.mjs", built / "cpu.wasm", args.preset,
+               str(args.steps), corpus]
+        curves = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
+    plain, relaxed = curves["plain"], curves["relaxed"]
+    diffs = [abs(r - p) / p for p, r in zip(plain, relaxed)]
+    worst = max(range(len(diffs)), key=diffs.__getitem__)
+    ok = diffs[worst] <= tolerance
+    print(f"{args.preset}, {args.steps} steps on Shakespeare: loss {plain[0]:.4f} -> {plain[-1]:.4f} (plain), "
+          f"{relaxed[-1]:.4f} (relaxed); largest difference {diffs[worst]:.3%} at step {worst + 1} "
+          f"({'within' if ok else 'OVER'} {tolerance:.0%})")
+    every = max(1, args.steps // 100)
+    doc = {
+        "benchmark": "cpu_curve",
+        "title": f"Loss curves of the CPU backend's two builds ({args.preset}, Shakespeare)",
+        "hardware": f"{cpu_name()} ({os.cpu_count()} logical CPUs), one thread",
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "command": "python bench/bench_cpu_curve.py " + " ".join(sys.argv[1:]),
+        "x_label": "step",
+        "series": [{"name": f"{name} SIMD", "unit": "loss",
+                    "points": [{"x": i + 1, "y": round(v, 5)} for i, v in enumerate(losses) if i % every == 0 or i == len(losses) - 1]}
+                   for name, losses in (("plain", plain), ("relaxed", relaxed))],
+        "rows": [{"preset": args.preset, "steps": args.steps, "largest relative difference": f"{diffs[worst]:.3%}",
+                  "at step": worst + 1, "tolerance": f"{tolerance:.0%}", "verdict": "pass" if ok else "fail"}],
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {args.out}")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
