@@ -14,7 +14,9 @@
 //   workgroup 256; dispatch (ceil(N/128), ceil(M/128), 1).
 // matmul_colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, rows summed in a
 //   fixed order (deterministic). Bindings 0 params (M rows, N cols), 1 a [M,N], 4 c [N].
-//   workgroup 256; dispatch (ceil(N/64), 1, 1).
+//   workgroup 256; dispatch (ceil(N/64), S, 1). With S > 1 the rows are cut into S runs and
+//   workgroup row y writes its run's sums to c[y·N ..] (S·N floats, flags 0), for a second
+//   matmul_colsum over those S rows: ceil(N/64) workgroups alone cannot fill a GPU.
 //
 // Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result).
 //
@@ -198,17 +200,20 @@ fn matmul_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_ind
 }
 
 @compute @workgroup_size(256)
-fn matmul_colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn matmul_colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+                 @builtin(local_invocation_index) t: u32) {
   let n = wg.x * 64u + t % 64u;
+  let run = (p.M + nwg.y - 1u) / nwg.y;
+  let end = min(p.M, wg.y * run + run);
   var sum = 0.0;
   if (n < p.N) {
-    for (var m = t / 64u; m < p.M; m += 4u) { sum += a[m * p.N + n]; }
+    for (var m = wg.y * run + t / 64u; m < end; m += 4u) { sum += a[m * p.N + n]; }
   }
   partial[t] = sum;
   workgroupBarrier();
   if (t < 64u && n < p.N) {
     var total = ((partial[t] + partial[t + 64u]) + partial[t + 128u]) + partial[t + 192u];
-    if ((p.flags & ACCUMULATE) != 0u) { total += c[n]; }
-    c[n] = total;
+    if ((p.flags & ACCUMULATE) != 0u) { total += c[wg.y * p.N + n]; }
+    c[wg.y * p.N + n] = total;
   }
 }

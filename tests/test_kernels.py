@@ -143,6 +143,10 @@ def test_matmul_colsum(rng, M, N):
     check("matmul", out, A.astype(np.float64).sum(0))
     out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0) + C0)
+    # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
+    S = min(M, 7)
+    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
+    check("matmul", out.reshape(S, N).astype(np.float64).sum(0), A.astype(np.float64).sum(0))
 
 
 # ---------------------------------------------------------------------------- layernorm

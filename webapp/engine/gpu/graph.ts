@@ -6,14 +6,15 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, type Orientation, matmulOp } from "./kernels";
+import { ACCUMULATE, BIAS, type Op, type Orientation, matmulOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
 const EPS = FACTS.model.layernorm_eps;
-const COLSUM_SPLIT = 64;
-// A reduction's grid below FILL workgroups is split into runs of at least MIN_RUN rows (or k
-// steps) summed apart, then added by matmul_colsum: enough workgroups to keep a large GPU's
+// Gradients summed over every position of the batch (a weight gradient's K, the rows of a bias
+// or LayerNorm parameter gradient) have small grids. One whose grid is below FILL workgroups is
+// cut into runs of at least MIN_RUN rows (or k steps) summed apart, into the partials buffer,
+// and matmul_colsum adds the partials in a fixed order: enough workgroups to keep a large GPU's
 // multiprocessors busy (the H200 has 132), for the price of writing and reading the partials.
 const FILL = 512;
 const MIN_RUN = 256;
@@ -24,18 +25,17 @@ function splits(grid: number, run: number): number {
   return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
 }
 
-/** Runs K is cut into for C[M,N] = Aᵀ·B with a long K (a weight gradient); 1 for no split. */
-function kSplits(M: number, N: number, K: number): number {
-  const op = matmulOp("tn", M, N, K);
+/** Runs K is cut into for C[M,N] = Aᵀ·B by `op` (a weight gradient); 1 for no split. */
+function kSplits(op: Op, M: number, N: number, K: number): number {
   if (!op.startsWith("matmul_vec4") || M * N > COLSUM_MAX_N) return 1;
   const edge = op.endsWith("_64") ? 64 : 128;
   return splits(Math.ceil(M / edge) * Math.ceil(N / edge), K);
 }
 
+/** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
+const colsumSplits = (rows: number, N: number) => splits(Math.ceil(N / 64), rows);
 /** Runs the rows are cut into for LayerNorm's parameter gradients. */
-function rowSplits(rows: number, C: number): number {
-  return splits(Math.ceil(C / 32), rows);
-}
+const layernormSplits = (rows: number, C: number) => splits(Math.ceil(C / 32), rows);
 
 export interface ParamBuffers {
   params: GPUBuffer;
@@ -114,25 +114,29 @@ export class Graph {
         res: buf("dres", BT * C), ln: buf("dln", BT * C), att: buf("datt", BT * C),
         q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
         gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
-        colsum: buf("colsum partials", COLSUM_SPLIT * 4 * C),
         partials: buf("split partials", this.partialFloats()),
       };
     }
   }
 
-  /** The largest partials buffer a split weight or LayerNorm gradient needs in this graph. */
+  /** The largest partials buffer a split reduction needs in this graph. */
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
-    const matmuls = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => kSplits(M, N, rows) * M * N);
-    const S = rowSplits(rows, C);
-    return Math.max(16, ...matmuls, this.lnWeightSlot(S) / 4 + S * C);
+    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => kSplits(matmulOp("tn", M, N, rows), M, N, rows) * M * N);
+    const biases = [C, 4 * C].map((N) => colsumSplits(rows, N) * N);
+    const S = layernormSplits(rows, C);
+    return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / 4 + S * C);
   }
 
-  /** Byte offset of the LayerNorm bias partials, after the weight's, at a bindable offset. */
-  private lnWeightSlot(S: number): number {
+  /** Where LayerNorm's bias partials start, after its weight partials, at a bindable offset (bytes). */
+  private lnBiasOffset(S: number): number {
     const align = this.device.limits.minStorageBufferOffsetAlignment;
     return Math.ceil((S * this.model.n_embd * 4) / align) * align;
+  }
+
+  private partials(floats: number, offset = 0): GPUBufferBinding {
+    return { buffer: this.grad!.partials, offset, size: floats * 4 };
   }
 
   private alloc(label: string, floats: number): GPUBuffer {
@@ -166,30 +170,27 @@ export class Graph {
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
   private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, M: number, N: number, K: number): void {
-    const S = kSplits(M, N, K);
     const op = matmulOp("tn", M, N, K);
+    const S = kSplits(op, M, N, K);
     if (S === 1) {
       r.op(op, { M, N, K, flags: 0 }, { 1: a, 2: b, 3: a, 4: out });
       return;
     }
-    const partials = { buffer: this.grad!.partials, offset: 0, size: S * M * N * 4 };
+    const partials = this.partials(S * M * N);
     r.op(op, { M, N, K, flags: 0, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
     r.op("matmul_colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
-  /**
-   * Bias gradient: column sums of dy [rows, N]. One colsum dispatch has only
-   * N/64 workgroups, too few to fill a GPU, so with many rows the sum runs in
-   * two: dy read as [rows/R, R·N] gives R partial sums per column, then those.
-   */
+  /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
   private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
-    const R = COLSUM_SPLIT;
-    if (rows < 16 * R || rows % R !== 0) {
+    const S = colsumSplits(rows, N);
+    if (S === 1) {
       r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
       return;
     }
-    r.op("matmul_colsum", { M: rows / R, N: R * N, K: 0, flags: 0 }, { 1: dy, 4: this.grad!.colsum });
-    r.op("matmul_colsum", { M: R, N, K: 0, flags: 0 }, { 1: this.grad!.colsum, 4: out });
+    const partials = this.partials(S * N);
+    r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
+    r.op("matmul_colsum", { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer): void {
@@ -199,14 +200,13 @@ export class Graph {
 
   private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
     const sizes = { rows: this.B * this.model.block_size, C: this.model.n_embd, eps: EPS, flags: accumulate ? ACCUMULATE : 0 };
-    const S = rowSplits(sizes.rows, sizes.C);
+    const S = layernormSplits(sizes.rows, sizes.C);
     const [dw, db] = [this.g(`${prefix}.weight`), this.g(`${prefix}.bias`)];
     if (S === 1) {
       r.op("layernorm_backward_params", sizes, { 1: x, 5: mean, 6: rstd, 7: dout, 9: dw, 10: db });
     } else {
-      const bytes = S * sizes.C * 4;
-      const pw = { buffer: this.grad!.partials, offset: 0, size: bytes };
-      const pb = { buffer: this.grad!.partials, offset: this.lnWeightSlot(S), size: bytes };
+      const pw = this.partials(S * sizes.C);
+      const pb = this.partials(S * sizes.C, this.lnBiasOffset(S));
       r.op("layernorm_backward_params", { ...sizes, splits: S }, { 1: x, 5: mean, 6: rstd, 7: dout, 9: pw, 10: pb });
       r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
       r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });

@@ -53,7 +53,7 @@ export const F32_KERNELS = {
   matmul_vec4_nn_64: { source: matmulVec4, entry: "matmul_vec4_nn_64", workgroups: vec4Tiles64 },
   matmul_vec4_nt_64: { source: matmulVec4, entry: "matmul_vec4_nt_64", workgroups: vec4Tiles64 },
   matmul_vec4_tn_64: { source: matmulVec4, entry: "matmul_vec4_tn_64", workgroups: vec4Tiles64 },
-  matmul_colsum: { source: matmul, entry: "matmul_colsum", workgroups: (s) => [ceil(s.N, 64), 1, 1] },
+  matmul_colsum: { source: matmul, entry: "matmul_colsum", workgroups: (s) => [ceil(s.N, 64), s.splits ?? 1, 1] },
   layernorm_forward: { source: layernorm, entry: "layernorm_forward", workgroups: perRow },
   layernorm_backward_dx: { source: layernorm, entry: "layernorm_backward_dx", workgroups: perRow },
   layernorm_backward_params: { source: layernorm, entry: "layernorm_backward_params", workgroups: (s) => [ceil(s.C, 32), s.splits ?? 1, 1] },
