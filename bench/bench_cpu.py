@@ -103,29 +103,14 @@ def bench_numpy(preset_id: str, seconds: float) -> dict:
 
 
 def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
-    """The same model and step in PyTorch eager: tied head, erf GELU, causal SDPA, clip, AdamW."""
+    """The same model, initialisation and step in PyTorch eager (tinygpt/torch_model.py)."""
     import torch
-    import torch.nn.functional as F
     from tinygpt import model
+    from tinygpt.torch_model import torch_loss
     from tinygpt.train import TrainConfig
     torch.set_num_threads(threads)
     cfg, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
     params = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(cfg, tc.seed).items()}
-    C, H = cfg.n_embd, cfg.n_head
-
-    def loss_fn(x, y):
-        B, T = x.shape
-        h = params["token_embedding.weight"][x] + params["position_embedding.weight"][:T]
-        for i in range(cfg.n_layer):
-            p = lambda n: params[f"blocks.{i}.{n}"]  # noqa: E731
-            a = F.layer_norm(h, (C,), p("ln1.weight"), p("ln1.bias"), 1e-5)
-            q, k, v = ((a @ p(f"attn.{n}_proj.weight") + p(f"attn.{n}_proj.bias")).view(B, T, H, C // H).transpose(1, 2) for n in "qkv")
-            att = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
-            h = h + att @ p("attn.o_proj.weight") + p("attn.o_proj.bias")
-            m = F.layer_norm(h, (C,), p("ln2.weight"), p("ln2.bias"), 1e-5)
-            h = h + F.gelu(m @ p("mlp.fc_in.weight") + p("mlp.fc_in.bias")) @ p("mlp.fc_out.weight") + p("mlp.fc_out.bias")
-        h = F.layer_norm(h, (C,), params["ln_final.weight"], params["ln_final.bias"], 1e-5)
-        return F.cross_entropy((h @ params["token_embedding.weight"].T).view(-1, cfg.vocab_size), y.view(-1))
 
     decay = [p for p in params.values() if p.ndim == 2]
     rest = [p for p in params.values() if p.ndim != 2]
@@ -136,7 +121,7 @@ def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
 
     def step():
         opt.zero_grad(set_to_none=True)
-        loss = loss_fn(x, y)
+        loss = torch_loss(cfg, params, x, y)[1]
         loss.backward()
         torch.nn.utils.clip_grad_norm_(list(params.values()), tc.grad_clip)
         opt.step()

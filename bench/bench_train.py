@@ -94,7 +94,6 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
     for _ in range(WARMUP):
         step()
     torch.cuda.synchronize()
-    torch.cuda.synchronize()
     t0 = time.perf_counter()
     for _ in range(steps):
         loss = step()

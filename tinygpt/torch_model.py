@@ -1,6 +1,7 @@
 """The reference GPT written with PyTorch's own layers and autograd, from the model
 description rather than from model.py: the independent check in
-tests/test_torch_parity.py and the PyTorch side of bench/bench_reference.py.
+tests/test_torch_parity.py and the PyTorch baseline of every benchmark (bench_reference.py,
+bench_cpu.py, bench_train.py).
 torch is a test and benchmark extra: only callers that have it import this."""
 import torch
 
