@@ -2,30 +2,11 @@
 // capability pills. A lever's pill shows only when it is shipped AND detected;
 // detected features of unshipped levers are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
-import { gatedRelaxed } from "../cpu/gate";
 import type { Caps } from "../worker/protocol";
 import { $, el } from "./dom";
 import { explainerFor } from "./explainers";
 
 const backendPill = (id: string) => facts.backends.find((b) => b.id === id)!.pill;
-
-let shown = 0; // which showCaps call a late pill belongs to
-
-/**
- * Whether the CPU backend will run its relaxed-SIMD build here: the same check
- * (engine support, then the numerics gate) the worker makes on the same
- * cpu.wasm, which the browser serves from its cache the second time.
- */
-async function relaxedSimd(): Promise<boolean> {
-  const url = $("#app").dataset.wasm;
-  if (!url) return false;
-  try {
-    const res = await fetch(url);
-    return res.ok && (await gatedRelaxed(await res.arrayBuffer())) !== null;
-  } catch {
-    return false;
-  }
-}
 
 function pill(label: string, explainerKey: string, kind: string): HTMLElement {
   const target = explainerFor(explainerKey);
@@ -63,16 +44,11 @@ export function showCaps(caps: Caps): void {
     li.append(pill(label, key, kind));
     pills.append(li);
   };
-  const call = ++shown;
   if (caps.webgpu) add(backendPill("webgpu"), "webgpu", "backend");
   else {
     add(backendPill("wasm"), "wasm", "backend");
     if (caps.crossOriginIsolated && caps.threads > 1) add(`+${backendPill("threads")}`, "threads", "backend");
-    if (caps.wasmSimd) {
-      void relaxedSimd().then((yes) => {
-        if (yes && call === shown) add(`+${backendPill("relaxed-simd")}`, "relaxed-simd", "backend");
-      });
-    }
+    if (caps.relaxedSimd) add(`+${backendPill("relaxed-simd")}`, "relaxed-simd", "backend");
   }
 
   const unused: string[] = [];

@@ -21,7 +21,8 @@ export async function requestAdapter(): Promise<{ adapter: GPUAdapter | null; er
   }
 }
 
-export async function detectCaps(): Promise<Caps> {
+/** Everything but the relaxed-SIMD verdict, which needs the CPU backend's module (worker/cpu.ts). */
+export async function detectCaps(): Promise<Omit<Caps, "relaxedSimd">> {
   const { adapter, error } = await requestAdapter();
   const info = adapter?.info;
   return {

@@ -1,18 +1,35 @@
 // Registers the WebAssembly backend with the engine. The module's bytes are
-// fetched once; helper threads run this worker's own script.
+// fetched once, and the relaxed-SIMD gate's verdict is kept with them (gate.ts),
+// so the capability check and every backend share one run of the gate; helper
+// threads run this worker's own script.
 import { createCpuBackend } from "../cpu/backend";
+import { gatedRelaxed } from "../cpu/gate";
 import { registerBackend } from "../engine/index";
 
-export function registerCpuBackend(wasmUrl: string): void {
-  let wasm: Promise<ArrayBuffer> | null = null;
-  const bytes = () => {
-    wasm ??= fetch(wasmUrl).then((res) => {
-      if (!res.ok) throw new Error(`the WebAssembly module could not be loaded (HTTP ${res.status})`);
-      return res.arrayBuffer();
-    });
-    wasm.catch(() => (wasm = null));
-    return wasm;
-  };
+let wasmUrl = "";
+let wasm: Promise<ArrayBuffer> | null = null;
+
+function bytes(): Promise<ArrayBuffer> {
+  wasm ??= fetch(wasmUrl).then((res) => {
+    if (!res.ok) throw new Error(`the WebAssembly module could not be loaded (HTTP ${res.status})`);
+    return res.arrayBuffer();
+  });
+  wasm.catch(() => (wasm = null));
+  return wasm;
+}
+
+/** Whether the CPU backend will run its relaxed-SIMD build here (the engine has it and it passes the gate). */
+export async function cpuRelaxedSimd(): Promise<boolean> {
+  if (!wasmUrl) return false;
+  try {
+    return (await gatedRelaxed(await bytes())) !== null;
+  } catch {
+    return false;
+  }
+}
+
+export function registerCpuBackend(url: string): void {
+  wasmUrl = url;
   registerBackend("wasm", async (model, train) => {
     if (!wasmUrl) throw new Error("this page was built without the WebAssembly backend");
     const threads = self.crossOriginIsolated ? Math.max(1, self.navigator.hardwareConcurrency || 1) : 1;

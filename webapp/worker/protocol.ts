@@ -17,6 +17,7 @@ export interface Caps {
   maxBufferMiB: number;
   gpuError: string | null; // why WebGPU is missing, when the browser says
   wasmSimd: boolean;
+  relaxedSimd: boolean; // the CPU backend's relaxed-SIMD build runs here (checked only without WebGPU)
   crossOriginIsolated: boolean;
   threads: number; // logical cores the browser reports
 }

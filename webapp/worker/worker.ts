@@ -2,7 +2,7 @@
 // answers the page's messages (protocol.ts).
 import { handleCpuThreadMessage } from "../cpu/threads";
 import { detectCaps } from "./caps";
-import { registerCpuBackend } from "./cpu";
+import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
 import { deviceClaims, measureStep } from "./measure";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
@@ -38,8 +38,10 @@ async function handle(msg: ToWorker): Promise<void> {
   switch (msg.type) {
     case "ping":
       return post({ type: "pong", id: msg.id });
-    case "caps":
-      return post({ type: "caps", caps: await detectCaps() });
+    case "caps": {
+      const caps = await detectCaps();
+      return post({ type: "caps", caps: { ...caps, relaxedSimd: !caps.webgpu && caps.wasmSimd && (await cpuRelaxedSimd()) } });
+    }
     case "init":
       registerCpuBackend(msg.wasmUrl);
       return post({ type: "status", status: session.status() });
