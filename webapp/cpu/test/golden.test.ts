@@ -14,6 +14,7 @@ import { createCpuBackend, type CpuBackend, type CpuBackendOptions } from "../ba
 import { relaxedAgrees, withinGate } from "../gate";
 import type { WorkerLike } from "../threads";
 import { relaxedModule } from "../wasm";
+import { f32, l2, rel } from "../../engine/test/fixtures";
 import type { Backend, ModelConfig } from "../../engine/types";
 
 interface Step { step: number; lr: number; x: number[]; y: number[]; loss_f32: number; loss_f64: number }
@@ -42,17 +43,9 @@ const need = (name: string) => {
   return v;
 };
 
-function floats(b64: string): Float32Array {
-  const bytes = Buffer.from(b64, "base64");
-  return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
-}
-
-const relErr = (a: number, b: number) => Math.abs(a - b) / Math.abs(b);
-const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, v) => s + v * v, 0));
-
 async function backend(extra: Partial<CpuBackendOptions> = {}): Promise<CpuBackend> {
   const b = await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train, ...extra });
-  await b.setState({ params: floats(golden.init_params), step: 0 });
+  await b.setState({ params: f32(golden.init_params), step: 0 });
   return b;
 }
 
@@ -63,9 +56,9 @@ async function train(b: Backend): Promise<number[]> {
 }
 
 function checkCurve(losses: number[]) {
-  assert.ok(relErr(losses[0], golden.steps[0].loss_f32) < 1e-4, `first loss ${losses[0]} vs ${golden.steps[0].loss_f32}`);
+  assert.ok(rel(losses[0], golden.steps[0].loss_f32) < 1e-4, `first loss ${losses[0]} vs ${golden.steps[0].loss_f32}`);
   losses.forEach((loss, i) => {
-    assert.ok(relErr(loss, golden.steps[i].loss_f32) < 1e-3, `step ${i}: loss ${loss} vs reference ${golden.steps[i].loss_f32}`);
+    assert.ok(rel(loss, golden.steps[i].loss_f32) < 1e-3, `step ${i}: loss ${loss} vs reference ${golden.steps[i].loss_f32}`);
   });
 }
 
@@ -98,18 +91,18 @@ for (const relaxed of [false, true]) {
       const got = l2(s.params.subarray(t.offset, t.offset + t.size));
       assert.ok(Math.abs(got - want) < 1e-3 * Math.max(want, 1), `${t.name}: final L2 ${got} vs reference ${want}`);
     }
-    assert.ok(relErr(l2(s.m!), golden.final.m_l2) < 1e-3, `Adam m L2 ${l2(s.m!)} vs ${golden.final.m_l2}`);
-    assert.ok(relErr(l2(s.v!), golden.final.v_l2) < 1e-3, `Adam v L2 ${l2(s.v!)} vs ${golden.final.v_l2}`);
+    assert.ok(rel(l2(s.m!), golden.final.m_l2) < 1e-3, `Adam m L2 ${l2(s.m!)} vs ${golden.final.m_l2}`);
+    assert.ok(rel(l2(s.v!), golden.final.v_l2) < 1e-3, `Adam v L2 ${l2(s.v!)} vs ${golden.final.v_l2}`);
     const first = golden.steps[0];
     const after = await b.loss(Int32Array.from(first.x), Int32Array.from(first.y));
-    assert.ok(relErr(after, golden.final.loss_f32) < 1e-3, `final loss ${after} vs ${golden.final.loss_f32}`);
+    assert.ok(rel(after, golden.final.loss_f32) < 1e-3, `final loss ${after} vs ${golden.final.loss_f32}`);
     assert.deepEqual(await greedy(b, golden.sample), golden.sample.tokens);
     b.dispose();
   });
 
   test(`${build}: nextLogits of the initial model match the reference logits`, async () => {
     const b = await backend({ relaxed });
-    const want = floats(golden.logits_step0);
+    const want = f32(golden.logits_step0);
     const got = await b.nextLogits(Int32Array.from(golden.steps[0].x.slice(0, golden.config.block_size)));
     assert.equal(got.length, golden.config.vocab_size);
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
@@ -137,7 +130,7 @@ test("the gate: passes the relaxed build, refuses one whose multiply-adds are wr
   const b = await createCpuBackend(golden.config, { wasm: broken, threads: 1, optimizer: golden.train });
   assert.equal(b.relaxed, false);
   assert.equal(b.device, "1 thread, SIMD");
-  await b.setState({ params: floats(golden.init_params), step: 0 });
+  await b.setState({ params: f32(golden.init_params), step: 0 });
   checkCurve(await train(b));
   b.dispose();
 });
@@ -172,7 +165,7 @@ test("getState then setState into a fresh backend continues the same run", async
 test("micro-batches (one sequence at a time) give the same step as the whole batch", async () => {
   const whole = await train(await backend());
   const split = await train(await backend({ activationBudget: 1 }));
-  split.forEach((loss, i) => assert.ok(relErr(loss, whole[i]) < 1e-5, `step ${i}: ${loss} vs ${whole[i]}`));
+  split.forEach((loss, i) => assert.ok(rel(loss, whole[i]) < 1e-5, `step ${i}: ${loss} vs ${whole[i]}`));
 });
 
 test("helpers that fail to start leave a working single-thread backend", async () => {

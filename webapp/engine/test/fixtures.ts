@@ -14,6 +14,10 @@ export function f32(base64: string): Float32Array {
   return new Float32Array(bytes.buffer.slice(bytes.byteOffset, bytes.byteOffset + bytes.byteLength));
 }
 
+/** Relative difference of a from b. */
+export const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(Math.abs(b), 1e-12);
+export const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
+
 export function readJson<T>(path: string): T {
   return JSON.parse(readFileSync(path, "utf8")) as T;
 }

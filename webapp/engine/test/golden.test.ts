@@ -3,7 +3,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { gpu, noGpu } from "./dawn";
-import { f32, fixture, readJson } from "./fixtures";
+import { f32, fixture, l2, readJson, rel } from "./fixtures";
 import { createGpuBackend } from "../gpu/backend";
 import { writeFileSync } from "node:fs";
 import { GPTTrainer, resumeTrainer } from "../trainer";
@@ -24,8 +24,6 @@ interface Golden {
 
 const path = fixture("golden_tiny.json");
 
-const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(Math.abs(b), 1e-12);
-const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
 
 test("WebGPU backend reproduces the golden 20-step run", { skip: noGpu ?? (path ? false : "tests/fixtures/golden_tiny.json is missing (python -m tinygpt.golden)") }, async () => {
   const g = readJson<Golden>(path!);

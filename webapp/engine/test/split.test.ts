@@ -5,7 +5,7 @@
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { gpu, noGpu } from "./dawn";
-import { readJson } from "./fixtures";
+import { l2, readJson, rel } from "./fixtures";
 import { createGpuBackend } from "../gpu/backend";
 import { tensorLayout } from "../model";
 import type { ModelConfig, TrainConfig } from "../types";
@@ -19,8 +19,6 @@ interface SplitReference {
 }
 
 const path = process.env.TINYGPT_SPLIT_REF;
-const rel = (a: number, b: number) => Math.abs(a - b) / Math.max(Math.abs(b), 1e-12);
-const l2 = (a: Float32Array) => Math.sqrt(a.reduce((s, x) => s + x * x, 0));
 
 test("WebGPU backend matches the reference where it splits its reductions", { skip: noGpu ?? (path ? false : "TINYGPT_SPLIT_REF not set (tests/test_engine_node.py sets it)") }, async () => {
   const ref = readJson<SplitReference>(path!);
