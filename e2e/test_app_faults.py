@@ -12,7 +12,10 @@ def test_diverging_loss_stops_and_keeps_last_good_checkpoint(open_page, browser_
     page = visit.page
     # Tiny's shape at a learning rate of 1 (the form's maximum): once warm-up has ramped it
     # up, Adam's steps of about lr per weight throw the model far past uniform guessing.
-    configure(page, steps=400, eval_every=1000, save_every=5, batch=16, block=64)
+    # The seed is random, and some seeds diverge within five steps, so the run saves every
+    # step: whenever the loss breaks (never at step 1, which is uniform guessing), a
+    # checkpoint from before it exists.
+    configure(page, steps=400, eval_every=1000, save_every=1, batch=16, block=64)
     page.fill("#c-lr", "1")
     page.click("#btn-start")
     error = page.locator("#messages .message-error")
@@ -21,7 +24,7 @@ def test_diverging_loss_stops_and_keeps_last_good_checkpoint(open_page, browser_
     found = re.search(r"the loss became .* at step (\d+)\. The last good checkpoint \(step (\d+)\) is kept", text)
     assert found, text
     bad_step, kept = int(found[1]), int(found[2])
-    assert kept % 5 == 0 and kept < bad_step
+    assert kept == bad_step - 1
     wait_state(page, "ready", 60)
     expect(page.locator("#stat-step")).to_have_text(re.compile(rf"^{kept}\b"))
     # The kept model is sound: its history ends at its step, and it still samples.
