@@ -1,6 +1,7 @@
 """Training tokens/s on the CPU: the WebAssembly backend in Node (1..N threads)
 beside the numpy reference and PyTorch CPU eager (when importable), same
-preset configs, same machine. Writes content/data/train_cpu.json.
+preset configs, same machine. Writes content/data/train_cpu.json (or --out;
+the file's name is the result's id on the speedup page).
 
     python bench/bench_cpu.py                        # tiny,small; 1 and 2 threads
     python bench/bench_cpu.py --presets small --threads 1,2,4 --seconds 10
@@ -15,13 +16,20 @@ script passes that flag when the node it runs knows it. Every WASM result says
 which build ran ("simd": "relaxed" or "plain").
 
 The ratio reported is WASM tokens/s over PyTorch tokens/s at the same thread
-count, for each SIMD build measured.
+count, for each SIMD build measured. Shared and cloud hosts change speed from
+minute to minute (we saw one run 20% slower than the next), which skews a ratio
+of two runs taken far apart; so each (preset, threads) case runs WASM and then
+PyTorch back to back, the whole set is repeated --rounds times, and each figure
+is the median over rounds: tokens/s of each backend, and the ratio of each
+round's back-to-back pair.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
+import shlex
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,10 +62,10 @@ def node_flags(node: str) -> list[str]:
     return [RELAXED_FLAG] if RELAXED_FLAG in options else []
 
 
-def bench_wasm(built: Path, presets: list[str], threads: list[int], seconds: float, node: str, simd: str,
+def bench_wasm(built: Path, preset_id: str, threads: int, seconds: float, node: str, simd: str,
                spin_ms: float | None) -> list[dict]:
-    cmd = [node, *node_flags(node), built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), ",".join(presets),
-           ",".join(map(str, threads)), simd, *([] if spin_ms is None else [str(spin_ms)])]
+    cmd = [node, *node_flags(node), built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), preset_id,
+           str(threads), simd, *([] if spin_ms is None else [str(spin_ms)])]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     return [{"backend": "wasm", "preset": r["preset"], "threads": r["threads"], "simd": r["simd"], "tokens_per_s": r["tokens_per_s"],
              "seconds_per_step": r["seconds_per_step"]} for r in json.loads(out.stdout)]
@@ -131,6 +139,31 @@ def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
 
 
 
+def summarise(runs: list[tuple[int, dict]]) -> tuple[list[dict], list[dict]]:
+    """Per-round results -> (one result per case, its tokens/s the median over rounds; the WASM/PyTorch
+    ratios, each the median of the rounds' back-to-back ratios)."""
+    def key(r):
+        return r["backend"], r["preset"], r["threads"], r.get("simd")
+    cases = {}
+    for _, r in runs:
+        cases.setdefault(key(r), []).append(r)
+    results = []
+    for (backend, preset_id, threads, simd), rs in cases.items():
+        tps = [r["tokens_per_s"] for r in rs]
+        results.append({"backend": backend, "preset": preset_id, "threads": threads, **({"simd": simd} if simd else {}),
+                        "tokens_per_s": statistics.median(tps),
+                        "seconds_per_step": statistics.median(r["seconds_per_step"] for r in rs), "rounds": tps})
+    torch_at = {(i, r["preset"], r["threads"]): r["tokens_per_s"] for i, r in runs if r["backend"] == "torch"}
+    paired = {}
+    for i, r in runs:
+        if r["backend"] == "wasm" and (i, r["preset"], r["threads"]) in torch_at:
+            paired.setdefault((r["preset"], r["threads"], r["simd"]), []).append(
+                r["tokens_per_s"] / torch_at[(i, r["preset"], r["threads"])])
+    ratios = [{"preset": p, "threads": t, "simd": simd, "wasm_over_torch": statistics.median(rs), "rounds": rs}
+              for (p, t, simd), rs in paired.items()]
+    return results, ratios
+
+
 def plot_fields(doc: dict) -> dict:
     """The speedup page's view (tinygpt/build/plots.py) of a finished run: tokens/s per preset and backend."""
     def label(r):
@@ -158,7 +191,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--presets", default="tiny,small")
     ap.add_argument("--threads", default="1,2", help="thread counts for WASM and PyTorch (numpy uses its BLAS default)")
-    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per case (at least 2 steps)")
+    ap.add_argument("--seconds", type=float, default=6.0, help="timed seconds per case and round (at least 2 steps)")
+    ap.add_argument("--rounds", type=int, default=3, help="times every case runs; figures are medians over rounds")
     ap.add_argument("--build-only", type=Path, metavar="DIR")
     ap.add_argument("--prebuilt", type=Path, metavar="DIR")
     ap.add_argument("--node", default="node")
@@ -176,46 +210,48 @@ def main():
     threads = [int(t) for t in args.threads.split(",")]
     numpy_presets = (args.numpy_presets or args.presets).split(",")
 
-    with tempfile.TemporaryDirectory() as tmp:
-        built = args.prebuilt or Path(tmp)
-        if not args.prebuilt:
-            build(built)
-        results = bench_wasm(built, presets, threads, args.seconds, args.node, args.simd, args.spin_ms)
     try:
         import torch
         torch_version = torch.__version__
     except ImportError:
         torch_version = None
         print("PyTorch is not importable here: no PyTorch figures, no ratio", file=sys.stderr)
+    runs = []  # (round, result)
+    with tempfile.TemporaryDirectory() as tmp:
+        built = args.prebuilt or Path(tmp)
+        if not args.prebuilt:
+            build(built)
+        for round_ in range(args.rounds):
+            print(f"round {round_ + 1} of {args.rounds}", file=sys.stderr)
+            for preset_id in presets:
+                for t in threads:
+                    runs += [(round_, r) for r in bench_wasm(built, preset_id, t, args.seconds, args.node, args.simd, args.spin_ms)]
+                    if torch_version:
+                        runs.append((round_, {"backend": "torch", "preset": preset_id, "threads": t,
+                                              **bench_torch(preset_id, t, args.seconds)}))
+                        print(f"torch {preset_id} {t} threads: {runs[-1][1]['tokens_per_s']:.0f} tok/s", file=sys.stderr)
+    results, ratios = summarise(runs)
     for preset_id in presets:
         if preset_id in numpy_presets and (r := bench_numpy_bounded(preset_id, args.seconds, 60 + 10 * args.seconds)):
             results.append({"backend": "numpy", "preset": preset_id, "threads": None, **r})
-        if torch_version:
-            for t in threads:
-                results.append({"backend": "torch", "preset": preset_id, "threads": t, **bench_torch(preset_id, t, args.seconds)})
-                print(f"torch {preset_id} {t} threads: {results[-1]['tokens_per_s']:.0f} tok/s", file=sys.stderr)
-    ratios = []
-    for r in results:
-        if r["backend"] == "torch":
-            for w in results:
-                if w["backend"] == "wasm" and w["preset"] == r["preset"] and w["threads"] == r["threads"]:
-                    ratios.append({"preset": r["preset"], "threads": r["threads"], "simd": w["simd"],
-                                   "wasm_over_torch": w["tokens_per_s"] / r["tokens_per_s"]})
     for r in results:
         simd = f" ({r['simd']} SIMD)" if r["backend"] == "wasm" else ""
         print(f"{r['backend']:6} {r['preset']:7} threads={str(r['threads'] or 'blas'):4} {r['tokens_per_s']:10.0f} tok/s{simd}")
     for r in ratios:
-        print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f} ({r['simd']} SIMD)")
+        rounds = ", ".join(f"{x:.2f}" for x in r["rounds"])
+        print(f"ratio  {r['preset']:7} threads={r['threads']:<4} wasm/torch = {r['wasm_over_torch']:.2f} ({r['simd']} SIMD; rounds {rounds})")
     node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
     doc = {
-        "benchmark": "train_cpu",
-        "title": "Training speed on the CPU: WebAssembly backend, numpy reference, PyTorch eager",
-        "command": "python bench/bench_cpu.py " + " ".join(sys.argv[1:]),
+        "benchmark": args.out.stem,
+        "title": "Training speed on the CPU: WebAssembly backend, numpy reference, PyTorch eager"
+                 + (f" ({args.note})" if args.note else ""),
+        "command": "python bench/bench_cpu.py " + shlex.join(sys.argv[1:]),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},
         "note": args.note,
         "software": {"node": node_version, "node_flags": node_flags(args.node), "python": platform.python_version(), "torch": torch_version},
         "wasm_simd": args.simd,
+        "rounds": args.rounds,
         "results": results,
         "ratios": ratios,
     }
