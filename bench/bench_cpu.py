@@ -62,9 +62,10 @@ def node_flags(node: str) -> list[str]:
     return [RELAXED_FLAG] if RELAXED_FLAG in options else []
 
 
-def bench_wasm(built: Path, preset_id: str, threads: int, seconds: float, node: str, simd: str,
+def bench_wasm(built: Path, preset_id: str, threads: int, seconds: float, node: list[str], simd: str,
                spin_ms: float | None) -> list[dict]:
-    cmd = [node, *node_flags(node), built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), preset_id,
+    """node: the node binary and its flags (node_flags)."""
+    cmd = [*node, built / "cpu_node.mjs", built / "cpu.wasm", str(seconds), preset_id,
            str(threads), simd, *([] if spin_ms is None else [str(spin_ms)])]
     out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True)
     return [{"backend": "wasm", "preset": r["preset"], "threads": r["threads"], "simd": r["simd"], "tokens_per_s": r["tokens_per_s"],
@@ -135,8 +136,6 @@ def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
         opt.step()
 
     return timed(step, n, seconds)
-
-
 
 
 def summarise(runs: list[tuple[int, dict]]) -> tuple[list[dict], list[dict]]:
@@ -216,6 +215,7 @@ def main():
     except ImportError:
         torch_version = None
         print("PyTorch is not importable here: no PyTorch figures, no ratio", file=sys.stderr)
+    node = [args.node, *node_flags(args.node)]
     runs = []  # (round, result)
     with tempfile.TemporaryDirectory() as tmp:
         built = args.prebuilt or Path(tmp)
@@ -225,7 +225,7 @@ def main():
             print(f"round {round_ + 1} of {args.rounds}", file=sys.stderr)
             for preset_id in presets:
                 for t in threads:
-                    runs += [(round_, r) for r in bench_wasm(built, preset_id, t, args.seconds, args.node, args.simd, args.spin_ms)]
+                    runs += [(round_, r) for r in bench_wasm(built, preset_id, t, args.seconds, node, args.simd, args.spin_ms)]
                     if torch_version:
                         runs.append((round_, {"backend": "torch", "preset": preset_id, "threads": t,
                                               **bench_torch(preset_id, t, args.seconds)}))
@@ -249,7 +249,7 @@ def main():
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "hardware": {"cpu": cpu_name(), "logical_cpus": os.cpu_count(), "machine": platform.machine()},
         "note": args.note,
-        "software": {"node": node_version, "node_flags": node_flags(args.node), "python": platform.python_version(), "torch": torch_version},
+        "software": {"node": node_version, "node_flags": node[1:], "python": platform.python_version(), "torch": torch_version},
         "wasm_simd": args.simd,
         "rounds": args.rounds,
         "results": results,
