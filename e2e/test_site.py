@@ -5,6 +5,8 @@ from urllib.request import urlopen
 
 import pytest
 
+from appdriver import wait_for
+
 ATOM = "{http://www.w3.org/2005/Atom}"
 SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 PLACEHOLDER = re.compile(r"lorem ipsum|\bTODO\b|\bTBD\b|\bFIXME\b", re.I)
@@ -110,7 +112,8 @@ def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
     server, url = serve.start_in_thread(dist, 0, live)
     try:
         visit = open_page(browser, url + "/docs/")
-        visit.page.wait_for_function("performance.getEntriesByName(location.origin + '/__livereload').length > 0")
+        wait_for(lambda: visit.page.evaluate("performance.getEntriesByName(location.origin + '/__livereload').length > 0"),
+                 10, "the live-reload request")
         with visit.page.expect_navigation():
             live.bump()
         assert visit.problems() == []
