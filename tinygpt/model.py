@@ -51,18 +51,25 @@ class GPTConfig:
 # ---------------------------------------------------------------------------
 # Parameters: names, shapes and initialisation all come from facts.tensors.
 
+def shape_of(symbols: list[str], config: GPTConfig) -> tuple[int, ...]:
+    """A facts.tensors shape (["C", "F"]) in numbers."""
+    sizes = {"V": config.vocab_size, "T": config.block_size, "C": config.n_embd, "F": 4 * config.n_embd}
+    return tuple(sizes[s] for s in symbols)
+
+
 def tensor_specs(config: GPTConfig) -> list[tuple[str, tuple[int, ...], str]]:
     """(name, storage shape, init) of every parameter, in canonical order."""
-    symbols = {"V": config.vocab_size, "T": config.block_size, "C": config.n_embd, "F": 4 * config.n_embd}
     layout = FACTS["tensors"]
     entries = list(layout["head"])
     for i in range(config.n_layer):
         entries += [{**e, "name": e["name"].format(i=i)} for e in layout["block"]]
-    return [(e["name"], tuple(symbols[s] for s in e["shape"]), e["init"]) for e in entries]
+    return [(e["name"], shape_of(e["shape"], config), e["init"]) for e in entries]
 
 
 def param_count(config: GPTConfig) -> int:
-    return sum(math.prod(shape) for _, shape, _ in tensor_specs(config))
+    """Without listing the layers, so an absurd n_layer costs nothing."""
+    size = lambda group: sum(math.prod(shape_of(t["shape"], config)) for t in FACTS["tensors"][group])  # noqa: E731
+    return size("head") + config.n_layer * size("block")
 
 
 def init_params(config: GPTConfig, seed: int = 0, dtype=np.float32) -> dict[str, np.ndarray]:

@@ -37,6 +37,9 @@ function dim(symbol: string, m: ModelConfig): number {
   }
 }
 
+/** A facts.tensors shape (["C", "F"]) in numbers. */
+export const shapeOf = (symbols: string[], m: ModelConfig): number[] => symbols.map((s) => dim(s, m));
+
 /** Throws with a message naming the field when a config cannot describe a model. */
 export function checkModelConfig(m: ModelConfig): void {
   for (const key of ["vocab_size", "n_layer", "n_embd", "n_head", "block_size"] as const) {
@@ -51,7 +54,7 @@ export function tensorLayout(m: ModelConfig): TensorInfo[] {
   const out: TensorInfo[] = [];
   let offset = 0;
   const add = (name: string, shapeSyms: string[], init: string) => {
-    const shape = shapeSyms.map((s) => dim(s, m));
+    const shape = shapeOf(shapeSyms, m);
     const size = shape.reduce((a, b) => a * b, 1);
     out.push({ name, shape, offset, size, init: init as InitRule, decay: shape.length === 2 });
     offset += size;
@@ -63,8 +66,10 @@ export function tensorLayout(m: ModelConfig): TensorInfo[] {
   return out;
 }
 
+/** Without listing the layers, so an absurd n_layer costs nothing. */
 export function paramCount(m: ModelConfig): number {
-  return tensorLayout(m).reduce((a, t) => a + t.size, 0);
+  const size = (group: { shape: string[] }[]) => group.reduce((a, t) => a + shapeOf(t.shape, m).reduce((x, y) => x * y, 1), 0);
+  return size(facts.tensors.head) + m.n_layer * size(facts.tensors.block);
 }
 
 /**
