@@ -3,15 +3,22 @@
     ckpt = load("run.tinygpt")        # or load(raw_bytes); v2, or a legacy v1 export
     save("out.tinygpt", ckpt, dtype="f16")
 
-A file is untrusted input: every field is checked against the real file size
-and the model config before anything is sliced out of it, and every failure
-is a CheckpointError whose message names the problem. Tensors are views of
-the bytes actually present (then converted to float32), so a header that
-claims gigabytes costs nothing.
+A file is untrusted input. Reading happens in two phases, as in
+webapp/engine/checkpoint.ts, whose checks come in the same order with the same
+messages (facts.json format.errors): `plan` checks the preamble and the header
+against the file's real size and builds the list of tensor byte ranges without
+touching the data; only then is the data read, decoded to float32 and checked
+for non-finite values. Every failure is a CheckpointError whose `rule` names
+the broken rule. A header that claims gigabytes costs nothing: nothing is
+allocated until its bytes are known to be in the file.
 """
+import hashlib
 import json
 import math
+import os
+import re
 import struct
+import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,16 +30,22 @@ from tinygpt.facts import FACTS
 
 FORMAT = FACTS["format"]
 MAGIC = FORMAT["magic"].encode("ascii")
-PREAMBLE = 12  # magic, u32 version, u32 header length
+PREAMBLE = FORMAT["preamble_bytes"]
 ALIGN = FORMAT["data_alignment"]
 M_PREFIX, V_PREFIX = FORMAT["optimizer_prefixes"]["m"], FORMAT["optimizer_prefixes"]["v"]
-DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
+LEGACY = FORMAT["legacy"]
 PRODUCER = "tinygpt-python 0.1"
-TRAIN_CONFIG_FIELDS = ("batch_size", "lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_steps", "seed")
+MAX_SAFE = 2**53 - 1  # JSON numbers are doubles; the TypeScript reader sees no integer beyond this
 
 
 class CheckpointError(ValueError):
-    """A .tinygpt file that cannot be read (or a checkpoint that cannot be written)."""
+    """A .tinygpt file that cannot be read (or a checkpoint that cannot be written).
+    `rule` is its key in facts.json format.errors."""
+
+    def __init__(self, rule: str, **fields):
+        super().__init__(FORMAT["errors"][rule].format(**fields))
+        self.rule = rule
 
 
 @dataclass
@@ -41,7 +54,7 @@ class Checkpoint:
     params: dict[str, np.ndarray]  # float32, canonical order and storage shapes
     m: dict[str, np.ndarray] | None = None  # Adam moments, float32, same keys
     v: dict[str, np.ndarray] | None = None
-    trainer: dict | None = None  # {"step", "config": TrainConfig dict, None only for legacy imports}
+    trainer: dict | None = None  # {"step", "adam_step"?, "config": TrainConfig dict or None for legacy imports}
     history: list[dict] = field(default_factory=list)  # [{"step", "train", "val"?}]
     dataset: dict | None = None  # {"name", "bytes", "sha256"}
     provenance: dict = field(default_factory=dict)  # {"created", "producer", "commit"?, "corpus_sha256"?}
@@ -49,20 +62,28 @@ class Checkpoint:
     dtype: str = "f32"  # how the weights were stored
 
 
-def _fail(message: str):
-    raise CheckpointError(message)
-
-
-def _is_int(x) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
-def _is_number(x) -> bool:
-    return _is_int(x) or (isinstance(x, float) and math.isfinite(x))
-
-
 def _align(n: int) -> int:
     return -(-n // ALIGN) * ALIGN
+
+
+def _int(x, lo: int = 0, hi: int = MAX_SAFE) -> int | None:
+    """x as an int when it is a whole JSON number within [lo, hi] (JSON has one number type: 4.0 is 4)."""
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    if isinstance(x, float) and not x.is_integer():
+        return None
+    return int(x) if lo <= x <= hi else None
+
+
+def _number(x) -> bool:
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and math.isfinite(x)
+
+
+def thin_history(points: list[dict]) -> list[dict]:
+    """At most max_history_points: every k-th point counting back from the newest, k as small as fits."""
+    n, cap = len(points), FORMAT["max_history_points"]
+    k = -(-n // cap)
+    return points if k <= 1 else [p for i, p in enumerate(points) if (n - 1 - i) % k == 0]
 
 
 def from_trainer(trainer, dataset: dict | None = None, include_optimizer: bool = False, commit: str | None = None) -> Checkpoint:
@@ -81,54 +102,69 @@ def from_trainer(trainer, dataset: dict | None = None, include_optimizer: bool =
 
 
 # ---------------------------------------------------------------------------
-# Writing (version 2 only).
+# Writing (version 2 only). What is written is planned again by the reader, so
+# a writer can never leave a file that its own readers refuse.
+
+def _check_finite(name: str, a: np.ndarray, moment_v: bool = False) -> None:
+    if not np.isfinite(a).all():
+        raise CheckpointError("non_finite", name=name)
+    if moment_v and (a < 0).any():
+        raise CheckpointError("negative_moment", name=name)
+
 
 def to_bytes(ckpt: Checkpoint, dtype: str = "f32") -> bytes:
     """The checkpoint as version-2 bytes; weights in `dtype` ("f32" or "f16"), moments always f32."""
-    if dtype not in DTYPES:
-        _fail(f"unknown weight dtype {dtype!r}; known: {sorted(DTYPES)}")
+    if dtype not in NUMPY_DTYPES:
+        raise ValueError(f"unknown weight dtype {dtype!r}; known: {sorted(NUMPY_DTYPES)}")
     if (ckpt.m is None) != (ckpt.v is None):
-        _fail("optimizer state needs both m and v")
+        raise ValueError("optimizer state needs both m and v")
     blobs, tensors, offset = [], [], 0
 
-    def add(name, array, shape, dt):
+    def add(name, array, shape, dt, moment_v=False):
         nonlocal offset
         if tuple(array.shape) != shape:
-            _fail(f"tensor {name}: shape {tuple(array.shape)}, the config implies {shape}")
-        data = np.ascontiguousarray(array, dtype=DTYPES[dt]).tobytes()
-        tensors.append({"name": name, "shape": list(shape), "dtype": dt, "offset": offset, "nbytes": len(data)})
-        blobs.append((offset, data))
-        offset = _align(offset + len(data))
+            raise CheckpointError("tensor_shape", name=name, shape=list(shape))
+        with np.errstate(over="ignore"):  # beyond f16's range becomes infinity, refused just below
+            data = np.ascontiguousarray(array, dtype=NUMPY_DTYPES[dt])
+        _check_finite(name, data, moment_v)
+        tensors.append({"name": name, "shape": list(shape), "dtype": dt, "offset": offset, "nbytes": data.nbytes})
+        blobs.append((offset, data.tobytes()))
+        offset = _align(offset + data.nbytes)
 
     specs = model.tensor_specs(ckpt.config)
     for name, shape, _ in specs:
         if name not in ckpt.params:
-            _fail(f"missing parameter {name}")
+            raise ValueError(f"missing parameter {name}")
         add(name, ckpt.params[name], shape, dtype)
     if ckpt.m is not None:
         for prefix, moments in ((M_PREFIX, ckpt.m), (V_PREFIX, ckpt.v)):
             for name, shape, _ in specs:
-                add(prefix + name, moments[name], shape, "f32")
-    for point in ckpt.history:
-        if not all(_is_number(point[k]) for k in ("train", "val") if k in point):
-            _fail(f"history point {point} has a non-finite loss, which JSON cannot hold")
+                add(prefix + name, moments[name], shape, "f32", prefix == V_PREFIX)
+    for i, point in enumerate(ckpt.history):
+        if not all(_number(point[k]) for k in ("train", "val") if point.get(k) is not None):
+            raise CheckpointError("history_non_finite", index=i)
     header = {
         "format": "tinygpt", "version": FORMAT["version"], "config": ckpt.config.to_dict(),
         "tokenizer": {"type": "bytes", "vocab_size": FACTS["vocab_size"]}, "tensors": tensors,
         # A trainer whose settings are unknown (a legacy import) cannot be resumed as such: saved as null.
         "trainer": ckpt.trainer if ckpt.trainer and ckpt.trainer.get("config") else None,
-        "history": ckpt.history, "dataset": ckpt.dataset,
+        "history": thin_history(ckpt.history), "dataset": ckpt.dataset,
         "provenance": ckpt.provenance or {"created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "producer": PRODUCER},
     }
-    header_bytes = json.dumps(header, separators=(",", ":"), allow_nan=False, ensure_ascii=False).encode("utf-8")
-    if len(header_bytes) > FORMAT["max_header_bytes"]:
-        _fail(f"header is {len(header_bytes)} bytes, more than max_header_bytes {FORMAT['max_header_bytes']}")
+    # ASCII escapes: a lone surrogate in a name would not encode as UTF-8.
+    header_bytes = json.dumps(header, separators=(",", ":"), allow_nan=False).encode("ascii")
     data_start = _align(PREAMBLE + len(header_bytes))
-    out = bytearray(data_start + (tensors[-1]["offset"] + tensors[-1]["nbytes"]))
+    size = data_start + tensors[-1]["offset"] + tensors[-1]["nbytes"]
+    if len(header_bytes) > FORMAT["max_header_bytes"]:
+        raise CheckpointError("header_too_long", length=len(header_bytes), max=FORMAT["max_header_bytes"])
+    if size > FORMAT["max_file_bytes"]:
+        raise CheckpointError("file_too_large", size=size, max=FORMAT["max_file_bytes"])
+    out = bytearray(size)
     out[:PREAMBLE] = MAGIC + struct.pack("<II", FORMAT["version"], len(header_bytes))
     out[PREAMBLE:PREAMBLE + len(header_bytes)] = header_bytes
     for off, data in blobs:
         out[data_start + off:data_start + off + len(data)] = data
+    plan(out[:PREAMBLE + len(header_bytes)], size)
     return bytes(out)
 
 
@@ -137,232 +173,418 @@ def save(path, ckpt: Checkpoint, dtype: str = "f32") -> None:
 
 
 # ---------------------------------------------------------------------------
-# Reading.
+# Reading, phase 1: the plan, from the preamble, the header and the file size.
 
-def load(source) -> Checkpoint:
-    """A Checkpoint from a path or the file's bytes (version 2 or legacy version 1)."""
-    buf = bytes(source) if isinstance(source, (bytes, bytearray, memoryview)) else Path(source).read_bytes()
-    if len(buf) < PREAMBLE:
-        _fail(f"file is {len(buf)} bytes, shorter than the {PREAMBLE}-byte preamble (truncated?)")
-    if buf[:4] != MAGIC:
-        _fail(f"bad magic {buf[:4]!r}: not a .tinygpt file (expected {MAGIC!r})")
-    version, header_len = struct.unpack_from("<II", buf, 4)
+@dataclass
+class Plan:
+    """What a checked header promises: tensors as (name, dtype, byte offset in the file, element count)."""
+    version: int
+    config: model.GPTConfig
+    dtype: str
+    tensors: list[tuple[str, str, int, int]]
+    moments: bool
+    trainer: dict | None
+    history: list[dict]
+    dataset: dict | None
+    provenance: dict
+    legacy_step_at: int | None = None  # version 1 keeps its step as an i32 in the data
+    body_start: int = 0  # the first byte phase 2 needs
+
+
+def header_length(preamble: bytes, size: int) -> int:
+    """The header's length, once the preamble and the file's size pass their checks."""
+    if size < PREAMBLE or len(preamble) < PREAMBLE:
+        raise CheckpointError("file_too_short", size=size)
+    if size > FORMAT["max_file_bytes"]:
+        raise CheckpointError("file_too_large", size=size, max=FORMAT["max_file_bytes"])
+    if bytes(preamble[:4]) != MAGIC:
+        raise CheckpointError("magic")
+    version, length = struct.unpack_from("<II", preamble, 4)
     if version not in (FORMAT["version"], FORMAT["legacy_version"]):
-        _fail(f"unsupported version {version} (this reader knows {FORMAT['legacy_version']} and {FORMAT['version']})")
-    if header_len > FORMAT["max_header_bytes"]:
-        _fail(f"header length {header_len} exceeds max_header_bytes {FORMAT['max_header_bytes']}")
-    if PREAMBLE + header_len > len(buf):
-        _fail(f"header claims {header_len} bytes but only {len(buf) - PREAMBLE} follow the preamble (truncated?)")
-    header = _parse_header(buf[PREAMBLE:PREAMBLE + header_len])
-    # The original playground also wrote its fp16 gallery files with version 2; its header has a manifest.
-    if version == FORMAT["legacy_version"] or ("manifest" in header and "format" not in header):
-        return _read_legacy(buf, header, PREAMBLE + header_len)
-    return _read_v2(buf, header, PREAMBLE + header_len)
+        raise CheckpointError("version", version=version)
+    if length > FORMAT["max_header_bytes"]:
+        raise CheckpointError("header_too_long", length=length, max=FORMAT["max_header_bytes"])
+    if PREAMBLE + length > size:
+        raise CheckpointError("header_truncated", length=length, left=size - PREAMBLE)
+    return length
+
+
+# Possessive, so that a megabyte-long string costs no backtracking memory.
+_STRING = re.compile(rb'"(?:[^"\\]++|\\.)*+"?', re.S)
+
+
+def _json_depth(raw: bytes) -> int:
+    """Deepest nesting of [ and { outside strings, counted on the raw text whether or not it parses."""
+    outside = np.frombuffer(_STRING.sub(b"", raw), np.uint8)
+    steps = np.isin(outside, (ord("["), ord("{"))).astype(np.int64) - np.isin(outside, (ord("]"), ord("}")))
+    return int(np.cumsum(steps).max(initial=0))
+
+
+def _holds_infinity(value) -> bool:
+    stack = [value]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, float) and math.isinf(x):
+            return True
+        stack.extend(x.values() if isinstance(x, dict) else x if isinstance(x, list) else ())
+    return False
 
 
 def _parse_header(raw: bytes) -> dict:
-    def no_constants(name):
-        _fail(f"header JSON holds {name}, which is not valid JSON")
+    raw = bytes(raw)
     try:
-        header = json.loads(raw.decode("utf-8"), parse_constant=no_constants)
-    except UnicodeDecodeError as e:
-        _fail(f"header is not UTF-8 ({e.reason} at byte {e.start})")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise CheckpointError("header_utf8") from None
+    if _json_depth(raw) > FORMAT["max_json_depth"]:
+        raise CheckpointError("header_depth", max=FORMAT["max_json_depth"])
+    infinite = []
+
+    def number(s: str):
+        x = float(s)
+        if math.isinf(x):
+            infinite.append(s)
+        return x
+
+    def constant(name):
+        raise ValueError(f"{name} is not a JSON value")
+
+    # Every number is read as a double, as JavaScript reads them, so both readers see the same values.
+    try:
+        header = json.loads(text, parse_float=number, parse_int=number, parse_constant=constant)
     except json.JSONDecodeError as e:
-        _fail(f"header is not valid JSON: {e.msg} at line {e.lineno} column {e.colno}")
-    except RecursionError:
-        _fail("header JSON is nested too deeply")
+        raise CheckpointError("header_json", detail=f"{e.msg} at line {e.lineno} column {e.colno}") from None
+    except ValueError as e:
+        raise CheckpointError("header_json", detail=str(e)) from None
+    if infinite and _holds_infinity(header):  # a later duplicate key may have replaced it, as in JavaScript
+        raise CheckpointError("header_number")
     if not isinstance(header, dict):
-        _fail(f"header must be a JSON object, got {type(header).__name__}")
+        raise CheckpointError("header_object")
     return header
 
 
-def _config(d, where: str, n_tensor_entries: int, per_model: int) -> model.GPTConfig:
-    """The model config, sanity-checked before any per-layer work so an absurd
-    n_layer cannot make us loop: the tensor list must already be that long."""
-    if not isinstance(d, dict):
-        _fail(f"{where} must be an object")
-    for key in ("vocab_size", "n_layer", "n_embd", "n_head", "block_size"):
-        if not _is_int(d.get(key)) or d[key] < 1:
-            _fail(f"{where}.{key} must be a positive integer, got {d.get(key)!r}")
-    if d["vocab_size"] != FACTS["vocab_size"]:
-        _fail(f"{where}.vocab_size is {d['vocab_size']}; byte tokenizer models have {FACTS['vocab_size']}")
-    if d["n_embd"] % d["n_head"]:
-        _fail(f"{where}: n_embd {d['n_embd']} is not a multiple of n_head {d['n_head']}")
-    expected = per_model * (len(FACTS["tensors"]["head"]) + d["n_layer"] * len(FACTS["tensors"]["block"]))
-    if n_tensor_entries != expected:
-        _fail(f"{where} implies {expected} tensor entries, the file lists {n_tensor_entries}")
-    return model.GPTConfig.from_dict(d)
+def plan(head: bytes, size: int) -> Plan:
+    """Checks the preamble and the header (`head`: the file's first bytes, at least preamble and header)
+    against the file's size; reads no tensor data."""
+    length = header_length(head[:PREAMBLE], size)
+    header = _parse_header(head[PREAMBLE:PREAMBLE + length])
+    # The original playground also wrote its fp16 gallery files with version 2; their header has a manifest.
+    version = struct.unpack_from("<I", head, 4)[0]
+    if version == FORMAT["legacy_version"] or (header.get("format") is None and header.get("manifest") is not None):
+        return _plan_legacy(header, PREAMBLE + length, size)
+    return _plan_v2(header, PREAMBLE + length, size)
 
 
-def _read_v2(buf: bytes, header: dict, header_end: int) -> Checkpoint:
-    if header.get("format") != "tinygpt" or header.get("version") != FORMAT["version"]:
-        _fail(f"header says format {header.get('format')!r} version {header.get('version')!r}, expected 'tinygpt' {FORMAT['version']}")
+def _config(d, where: str, keys: dict[str, str]) -> model.GPTConfig:
+    """keys: our field name -> the name the file uses for it (the same in version 2)."""
+    values = {}
+    for ours, theirs in keys.items():
+        values[ours] = _int(d.get(theirs), 1, FORMAT["max_dim"])
+        if values[ours] is None:
+            raise CheckpointError("config_int", where=where, key=theirs, max=FORMAT["max_dim"])
+    if values["vocab_size"] != FACTS["vocab_size"]:
+        raise CheckpointError("vocab", where=where)
+    if values["n_embd"] % values["n_head"]:
+        raise CheckpointError("heads", where=where, n_embd=values["n_embd"], n_head=values["n_head"])
+    return model.GPTConfig(**values)
+
+
+def _weight_count(config: model.GPTConfig) -> int:
+    return len(FACTS["tensors"]["head"]) + config.n_layer * len(FACTS["tensors"]["block"])
+
+
+_HEAD = {t["name"]: t["shape"] for t in FACTS["tensors"]["head"]}
+_BLOCK = {t["name"].split("{i}")[1]: t["shape"] for t in FACTS["tensors"]["block"]}
+_BLOCK_PREFIX = FACTS["tensors"]["block"][0]["name"].split("{i}")[0]
+_LAYER_AND_REST = re.compile(r"(0|[1-9][0-9]{0,15})(.*)", re.S)
+
+
+def _symbols(name: str, n_layer: int) -> list[str] | None:
+    """The facts.tensors shape of a parameter name in a model of n_layer layers (None: no such
+    parameter), found without listing the layers, so a long list of bogus entries costs nothing."""
+    if name in _HEAD:
+        return _HEAD[name]
+    m = _LAYER_AND_REST.fullmatch(name[len(_BLOCK_PREFIX):]) if name.startswith(_BLOCK_PREFIX) else None
+    return _BLOCK.get(m[2]) if m and int(m[1]) < n_layer else None
+
+
+def _shape_is(raw, shape) -> bool:
+    return isinstance(raw, list) and len(raw) == len(shape) and all(_int(a) == b for a, b in zip(raw, shape))
+
+
+def _plan_v2(header: dict, header_end: int, size: int) -> Plan:
+    if header.get("format") != "tinygpt" or _int(header.get("version")) != FORMAT["version"]:
+        raise CheckpointError("format")
+    config_raw = header.get("config")
+    if not isinstance(config_raw, dict):
+        raise CheckpointError("config_object", where="header.config")
+    config = _config(config_raw, "header.config", {k: k for k in FORMAT["config_keys"]})
     tokenizer = header.get("tokenizer")
-    if tokenizer != {"type": "bytes", "vocab_size": FACTS["vocab_size"]}:
-        _fail(f"unsupported tokenizer {tokenizer!r} (expected bytes, vocab_size {FACTS['vocab_size']})")
+    if not (isinstance(tokenizer, dict) and tokenizer.get("type") == "bytes"
+            and _int(tokenizer.get("vocab_size")) == FACTS["vocab_size"]):
+        raise CheckpointError("tokenizer")
     entries = header.get("tensors")
     if not isinstance(entries, list):
-        _fail("header.tensors must be a list")
-    has_moments = any(isinstance(e, dict) and isinstance(e.get("name"), str) and e["name"].startswith(M_PREFIX)
-                      for e in entries)
-    per_model = 3 if has_moments else 1
-    config = _config(header.get("config"), "header.config", len(entries), per_model)
+        raise CheckpointError("tensors_list")
+    weights = _weight_count(config)
+    if len(entries) not in (weights, 3 * weights):
+        raise CheckpointError("tensor_count", weights=weights, all=3 * weights, count=len(entries))
+    moments = len(entries) == 3 * weights
+    groups = ("", M_PREFIX, V_PREFIX) if moments else ("",)
 
-    expected = {}
-    for name, shape, _ in model.tensor_specs(config):
-        expected[name] = (shape, ("f32", "f16"))
-        if per_model == 3:
-            expected[M_PREFIX + name] = (shape, ("f32",))
-            expected[V_PREFIX + name] = (shape, ("f32",))
     data_start = _align(header_end)
-    arrays, spans, dtype = {}, [], None
+    found, spans, dtype = {}, [], None
     for i, e in enumerate(entries):
-        where = f"header.tensors[{i}]"
         if not isinstance(e, dict):
-            _fail(f"{where} must be an object")
+            raise CheckpointError("tensor_object", index=i)
         name = e.get("name")
-        if not isinstance(name, str) or name not in expected:
-            _fail(f"{where}: unknown or unexpected tensor name {name!r}")
-        if name in arrays:
-            _fail(f"{where}: tensor {name} listed twice")
-        shape, allowed = expected[name]
-        if e.get("shape") != list(shape):
-            _fail(f"tensor {name}: shape {e.get('shape')!r}, the config implies {list(shape)}")
-        if not isinstance(e.get("dtype"), str) or e["dtype"] not in DTYPES:
-            _fail(f"tensor {name}: unknown dtype {e.get('dtype')!r} (known: {sorted(DTYPES)})")
-        if e["dtype"] not in allowed:
-            _fail(f"tensor {name}: dtype {e['dtype']} not allowed here (allowed: {list(allowed)})")
+        group = next((g for g in groups[1:] if name.startswith(g)), "") if isinstance(name, str) else ""
+        symbols = _symbols(name[len(group):], config.n_layer) if isinstance(name, str) else None
+        if symbols is None:
+            raise CheckpointError("tensor_name", index=i)
+        if name in found:
+            raise CheckpointError("tensor_twice", name=name)
+        shape = model.shape_of(symbols, config)
+        allowed = tuple(FORMAT["moment_dtypes"]) if group else tuple(FORMAT["dtypes"])
+        if not _shape_is(e.get("shape"), shape):
+            raise CheckpointError("tensor_shape", name=name, shape=list(shape))
+        if e.get("dtype") not in allowed:
+            raise CheckpointError("tensor_dtype", name=name, allowed=" or ".join(allowed))
         if not name.startswith((M_PREFIX, V_PREFIX)):
             if dtype not in (None, e["dtype"]):
-                _fail(f"tensor {name}: dtype {e['dtype']}, other weights are {dtype}")
+                raise CheckpointError("tensor_mixed", name=name, dtype=dtype)
             dtype = e["dtype"]
-        offset, nbytes = e.get("offset"), e.get("nbytes")
-        if not _is_int(offset) or offset < 0 or offset % ALIGN:
-            _fail(f"tensor {name}: offset {offset!r} must be a non-negative multiple of {ALIGN}")
-        size = math.prod(shape) * DTYPES[e["dtype"]].itemsize
-        if nbytes != size:
-            _fail(f"tensor {name}: nbytes {nbytes!r}, its shape and dtype imply {size}")
-        if data_start + offset + nbytes > len(buf):
-            _fail(f"tensor {name}: bytes {data_start + offset}..{data_start + offset + nbytes} lie beyond the end of the "
-                  f"{len(buf)}-byte file (truncated?)")
-        spans.append((offset, offset + nbytes, name))
+        offset = _int(e.get("offset"))
+        if offset is None or offset % ALIGN:
+            raise CheckpointError("tensor_offset", name=name)
+        count = math.prod(shape)
+        nbytes = count * FORMAT["dtypes"][e["dtype"]]
+        if _int(e.get("nbytes")) != nbytes:
+            raise CheckpointError("tensor_nbytes", name=name, nbytes=nbytes)
         start = data_start + offset
-        arrays[name] = np.frombuffer(buf, DTYPES[e["dtype"]], math.prod(shape), start).reshape(shape).astype(np.float32)
+        if start + nbytes > size:
+            raise CheckpointError("tensor_beyond", name=name, start=start, end=start + nbytes, size=size)
+        found[name] = (name, e["dtype"], start, count)
+        spans.append((offset, i, offset + nbytes, name))
     spans.sort()
-    for (_, end, a), (start, _, b) in zip(spans, spans[1:]):
+    for (_, _, end, a), (start, _, _, b) in zip(spans, spans[1:]):
         if start < end:
-            _fail(f"tensors {a} and {b} overlap")
+            raise CheckpointError("tensor_overlap", a=a, b=b)
 
-    names = [n for n, _, _ in model.tensor_specs(config)]
-    trainer = header.get("trainer")
-    if trainer is not None:
-        if not isinstance(trainer, dict) or not _is_int(trainer.get("step")) or trainer["step"] < 0:
-            _fail(f"header.trainer must be null or have a non-negative integer step, got {trainer!r}")
-        adam_step = trainer.get("adam_step")
-        if adam_step is not None:
-            if not _is_int(adam_step) or not 0 <= adam_step <= trainer["step"]:
-                _fail(f"header.trainer.adam_step must be an integer between 0 and step {trainer['step']}, got {adam_step!r}")
-            if per_model != 3:
-                _fail("header.trainer.adam_step is set but the file has no Adam moments")
-        tc = trainer.get("config")
-        if not (isinstance(tc, dict) and all(_is_number(tc.get(k)) for k in TRAIN_CONFIG_FIELDS)):
-            _fail(f"header.trainer.config must be a TrainConfig with numbers for {list(TRAIN_CONFIG_FIELDS)}")
-    return Checkpoint(
-        config=config, params={n: arrays[n] for n in names},
-        m={n: arrays[M_PREFIX + n] for n in names} if per_model == 3 else None,
-        v={n: arrays[V_PREFIX + n] for n in names} if per_model == 3 else None,
-        trainer=trainer, history=_history(header.get("history", []), "header.history"),
-        dataset=_dataset(header.get("dataset")), provenance=_provenance(header.get("provenance")),
-        version=FORMAT["version"], dtype=dtype)
+    # Every entry is now known to hold real bytes of the file, so listing the layers costs what the file does.
+    names = [name for name, _, _ in model.tensor_specs(config)]
+    return Plan(version=FORMAT["version"], config=config, dtype=dtype, tensors=[found[g + n] for g in groups for n in names],
+                moments=moments, trainer=_trainer(header.get("trainer"), moments),
+                history=_history(header.get("history"), "header.history", {"train": ["train"], "val": ["val"]}),
+                dataset=_dataset(header.get("dataset")), provenance=_provenance(header.get("provenance")),
+                body_start=data_start)
 
 
-def _history(points, where: str) -> list[dict]:
+def _rule_text(rule: dict) -> str:
+    """A trainer_config range in words, for its error message."""
+    bounds = [f"{word} {rule[key]}" for key, word in (("min", "at least"), ("above", "above"),
+                                                       ("max", "at most"), ("below", "below")) if key in rule]
+    return ("an integer" if rule.get("integer") else "a number") + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _in_range(x, rule: dict) -> bool:
+    if not _number(x) or (rule.get("integer") and _int(x, -MAX_SAFE) is None):
+        return False
+    return (x >= rule.get("min", -math.inf) and x <= rule.get("max", math.inf)
+            and x > rule.get("above", -math.inf) and x < rule.get("below", math.inf))
+
+
+def _trainer(raw, moments: bool) -> dict | None:
+    if raw is None:
+        return None
+    step = _int(raw.get("step")) if isinstance(raw, dict) else None
+    if step is None:
+        raise CheckpointError("trainer")
+    out = {"step": step}
+    if raw.get("adam_step") is not None:
+        adam_step = _int(raw["adam_step"], 0, step)
+        if adam_step is None:
+            raise CheckpointError("adam_step", step=step)
+        if not moments:
+            raise CheckpointError("adam_step_moments")
+        out["adam_step"] = adam_step
+    tc = raw.get("config")
+    if not isinstance(tc, dict):
+        raise CheckpointError("train_config")
+    config = {}
+    for key, rule in FORMAT["trainer_config"].items():
+        if key.startswith("_"):
+            continue
+        if not _in_range(tc.get(key), rule):
+            raise CheckpointError("train_key", key=key, range=_rule_text(rule))
+        config[key] = int(tc[key]) if rule.get("integer") else tc[key]
+    out["config"] = config
+    return out
+
+
+def _first(d: dict, names: list[str]):
+    """The value of the first of these fields that is given (optional fields may be absent or null)."""
+    return next((d[k] for k in names if d.get(k) is not None), None)
+
+
+def _history(points, where: str, aliases: dict[str, list[str]]) -> list[dict]:
+    """aliases: the file's names for the train and val losses."""
+    if points is None:
+        return []
     if not isinstance(points, list):
-        _fail(f"{where} must be a list")
+        raise CheckpointError("history_list", where=where)
+    out = []
     for i, p in enumerate(points):
-        if not (isinstance(p, dict) and _is_int(p.get("step")) and _is_number(p.get("train"))
-                and ("val" not in p or p["val"] is None or _is_number(p["val"]))):
-            _fail(f"{where}[{i}] must be {{step: integer, train: number, val?: number}}, got {p!r}")
-    return points
+        step = _int(p.get("step")) if isinstance(p, dict) else None
+        train, val = (_first(p, aliases["train"]), _first(p, aliases["val"])) if step is not None else (None, None)
+        if not (_number(train) and (val is None or _number(val))):
+            raise CheckpointError("history_point", where=where, index=i)
+        out.append({"step": step, "train": train} | ({} if val is None else {"val": val}))
+    return out
 
 
-def _dataset(d):
-    if d is not None and not (isinstance(d, dict) and isinstance(d.get("name"), str)
-                              and _is_int(d.get("bytes")) and isinstance(d.get("sha256"), str)):
-        _fail(f"header.dataset must be null or {{name, bytes, sha256}}, got {d!r}")
-    return d
+def _dataset(d) -> dict | None:
+    if d is None:
+        return None
+    if not (isinstance(d, dict) and isinstance(d.get("name"), str) and _int(d.get("bytes")) is not None
+            and isinstance(d.get("sha256"), str) and re.fullmatch(r"[0-9a-f]{64}", d["sha256"])):
+        raise CheckpointError("dataset")
+    return {"name": d["name"], "bytes": _int(d["bytes"]), "sha256": d["sha256"]}
 
 
-def _provenance(p):
-    if not (isinstance(p, dict) and isinstance(p.get("created"), str) and isinstance(p.get("producer"), str)):
-        _fail(f"header.provenance must be an object with created and producer strings, got {p!r}")
+def _provenance(p) -> dict:
+    if p is None:
+        return {}
+    if not isinstance(p, dict):
+        raise CheckpointError("provenance")
     return p
 
 
-# ---------------------------------------------------------------------------
-# Legacy version 1: the original TinyGPT playground's export.
-
-LEGACY_CONFIG = {"n_layer": "layers", "n_embd": "dModel", "n_head": "heads", "block_size": "ctx"}
-
-
-def _read_legacy(buf: bytes, header: dict, header_end: int) -> Checkpoint:
-    cfg, manifest = header.get("config"), header.get("manifest")
+def _plan_legacy(header: dict, header_end: int, size: int) -> Plan:
+    cfg = header.get("config")
     if not isinstance(cfg, dict):
-        _fail("legacy header.config must be an object")
+        raise CheckpointError("legacy_config")
+    keys = {ours: next((k for k in names if cfg.get(k) is not None), names[0])
+            for ours, names in LEGACY["config_aliases"].items()}
+    if cfg.get(keys["vocab_size"]) is None:  # the playground's models were all byte-level
+        cfg = {**cfg, keys["vocab_size"]: FACTS["vocab_size"]}
+    config = _config(cfg, "legacy header.config", keys)
+    if cfg.get("dMlp") is not None and _int(cfg["dMlp"]) != 4 * config.n_embd:
+        raise CheckpointError("legacy_dmlp", d_mlp=4 * config.n_embd)
+    manifest = header.get("manifest")
     if not isinstance(manifest, list):
-        _fail("legacy header.manifest must be a list")
-    ours = {"vocab_size": cfg.get("vocabSize", FACTS["vocab_size"]), **{k: cfg.get(v) for k, v in LEGACY_CONFIG.items()}}
-    for key, legacy in LEGACY_CONFIG.items():
-        if not _is_int(ours[key]) or ours[key] < 1:
-            _fail(f"legacy header.config.{legacy} must be a positive integer, got {ours[key]!r}")
-    if cfg.get("dMlp", 4 * ours["n_embd"]) != 4 * ours["n_embd"]:
-        _fail(f"legacy header.config.dMlp is {cfg.get('dMlp')!r}; this model's MLP is 4 * dModel = {4 * ours['n_embd']}")
-    config = _config(ours, "legacy header.config", len(manifest), 1)
+        raise CheckpointError("legacy_manifest")
+    weights = _weight_count(config)
+    if len(manifest) != weights:
+        raise CheckpointError("legacy_count", weights=weights, count=len(manifest))
+    named = header.get("weightDtype")
+    weight_dtype = "f32" if named is None else LEGACY["weight_dtypes"].get(named) if isinstance(named, str) else None
+    if weight_dtype is None:
+        raise CheckpointError("legacy_dtype")
+    flag = True if header.get("includesOptimizerState") is None else header["includesOptimizerState"]
+    if not isinstance(flag, bool):
+        raise CheckpointError("legacy_flag")
+    triplets = flag and weight_dtype == "f32"  # the fp16 layout never carries Adam state
+    body = header_end + 4  # an i32 step, then the tensors
+    item = FORMAT["dtypes"][weight_dtype]
+    expected = body + model.param_count(config) * (3 * item if triplets else item)
+    if size != expected:
+        raise CheckpointError("legacy_length", size=size, expected=expected)
+    specs = model.tensor_specs(config)  # the file is now known to be as large as the layers
 
-    weight_dtype = header.get("weightDtype", "fp32")
-    if weight_dtype not in ("fp32", "fp16"):
-        _fail(f"legacy header.weightDtype {weight_dtype!r} unknown (known: fp32, fp16)")
-    with_optimizer = header.get("includesOptimizerState", True) is True and weight_dtype == "fp32"
-    item = DTYPES["f16" if weight_dtype == "fp16" else "f32"]
-    specs = model.tensor_specs(config)
-    floats = sum(math.prod(shape) for _, shape, _ in specs)
-    body = header_end + 4
-    expected_len = body + floats * (3 * 4 if with_optimizer else item.itemsize)
-    if len(buf) != expected_len:
-        _fail(f"legacy file is {len(buf)} bytes; its config and layout ({weight_dtype}"
-              f"{', with optimizer state' if with_optimizer else ''}) imply {expected_len}")
-    (step,) = struct.unpack_from("<i", buf, header_end)
-    if step < 0:
-        _fail(f"legacy step {step} is negative")
-
-    params, m, v, weight_offset = {}, {}, {}, 0
+    tensors, moments, offset = [], [], 0
     for i, ((name, shape, _), e) in enumerate(zip(specs, manifest)):
-        where = f"legacy header.manifest[{i}]"
         if not isinstance(e, dict) or e.get("name") != name:
-            _fail(f"{where}: expected tensor {name}, got {e.get('name') if isinstance(e, dict) else e!r}")
-        # Its manifest lists fc_in as [d_mlp, C] although the data is [C, d_mlp] (input-major), so either order is fine.
-        if e.get("shape") not in (list(shape), list(reversed(shape))):
-            _fail(f"tensor {name}: shape {e.get('shape')!r}, the config implies {list(shape)}")
+            raise CheckpointError("legacy_entry", index=i, name=name)
+        # Its manifest lists fc_in as [d_mlp, C] although the data is [C, d_mlp] (input-major): either order.
+        if not (_shape_is(e.get("shape"), shape) or _shape_is(e.get("shape"), shape[::-1])):
+            raise CheckpointError("tensor_shape", name=name, shape=list(shape))
+        if e.get("floatOffset") is not None and _int(e["floatOffset"]) != offset:
+            raise CheckpointError("legacy_offset", name=name, offset=offset)
         n = math.prod(shape)
-        if "floatOffset" in e and e["floatOffset"] != weight_offset:
-            _fail(f"tensor {name}: floatOffset {e['floatOffset']!r}, expected {weight_offset} (weights packed in order)")
-        if with_optimizer:
-            start = body + 3 * 4 * weight_offset
-            w, mm, vv = np.frombuffer(buf, item, 3 * n, start).reshape(3, *shape)
-            params[name], m[name], v[name] = w.copy(), mm.copy(), vv.copy()
+        if triplets:
+            at = body + 3 * 4 * offset
+            tensors.append((name, "f32", at, n))
+            moments += [(M_PREFIX + name, "f32", at + 4 * n, n), (V_PREFIX + name, "f32", at + 8 * n, n)]
         else:
-            params[name] = np.frombuffer(buf, item, n, body + item.itemsize * weight_offset).reshape(shape).astype(np.float32)
-        weight_offset += n
+            tensors.append((name, weight_dtype, body + item * offset, n))
+        offset += n
+    history = _history(header.get("lossHistory"), "legacy header.lossHistory", LEGACY["history_aliases"])
+    provenance = {"producer": LEGACY["producer"]}
+    if isinstance(header.get("savedAt"), str):
+        provenance["created"] = header["savedAt"]
+    return Plan(version=FORMAT["legacy_version"], config=config, dtype=weight_dtype,
+                tensors=tensors + moments[0::2] + moments[1::2], moments=triplets, trainer=None, history=history,
+                dataset=None, provenance=provenance, legacy_step_at=header_end, body_start=header_end)
 
-    history, points = [], header.get("lossHistory")
-    for p in points if isinstance(points, list) else []:
-        if isinstance(p, dict) and _is_int(p.get("step")):
-            train, val = p.get("train", p.get("trainLoss")), p.get("val", p.get("valLoss"))
-            if _is_number(train):
-                history.append({"step": p["step"], "train": train, **({"val": val} if _is_number(val) else {})})
-    created = header.get("savedAt") if isinstance(header.get("savedAt"), str) else ""
-    return Checkpoint(
-        config=config, params=params, m=m if with_optimizer else None, v=v if with_optimizer else None,
-        trainer={"step": step, "config": None}, history=history, dataset=None,
-        provenance={"created": created, "producer": "tinygpt-playground (legacy v1)"},
-        version=FORMAT["legacy_version"], dtype="f16" if weight_dtype == "fp16" else "f32")
+
+# ---------------------------------------------------------------------------
+# Reading, phase 2: the data.
+
+def decode(p: Plan, body, body_offset: int) -> Checkpoint:
+    """The tensors of a checked plan, from `body` (the file's bytes from `body_offset` on)."""
+    trainer = p.trainer
+    if p.legacy_step_at is not None:
+        (step,) = struct.unpack_from("<i", body, p.legacy_step_at - body_offset)
+        if step < 0:
+            raise CheckpointError("legacy_step", step=step)
+        trainer = {"step": step, "config": None}
+    arrays = {}
+    for name, dtype, at, count in p.tensors:
+        a = np.frombuffer(body, NUMPY_DTYPES[dtype], count, at - body_offset).astype(np.float32)
+        _check_finite(name, a, name.startswith(V_PREFIX))
+        arrays[name] = a
+    names = [name for name, _, _ in model.tensor_specs(p.config)]
+    shapes = {name: shape for name, shape, _ in model.tensor_specs(p.config)}
+    take = lambda prefix: {n: arrays[prefix + n].reshape(shapes[n]) for n in names}  # noqa: E731
+    return Checkpoint(config=p.config, params=take(""), m=take(M_PREFIX) if p.moments else None,
+                      v=take(V_PREFIX) if p.moments else None, trainer=trainer, history=p.history,
+                      dataset=p.dataset, provenance=p.provenance, version=p.version, dtype=p.dtype)
+
+
+def load(source) -> Checkpoint:
+    """A Checkpoint from a path or the file's bytes (version 2 or legacy version 1).
+    From a path, the header is read and checked before the data is."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        buf = memoryview(source).cast("B")
+        return decode(plan(buf[:PREAMBLE + header_length(buf[:PREAMBLE], len(buf))], len(buf)), buf, 0)
+    with open(source, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        head = f.read(PREAMBLE)
+        head += f.read(header_length(head, size))
+        p = plan(head, size)
+        f.seek(p.body_start)
+        body = f.read(size - p.body_start)
+    if len(body) != size - p.body_start:  # the file changed under us
+        raise CheckpointError("file_too_short", size=p.body_start + len(body))
+    return decode(p, body, p.body_start)
+
+
+# ---------------------------------------------------------------------------
+# `python -m tinygpt.checkpoint FILE...`: what each reader makes of a file, in
+# one JSON line each (the cross-reader tests compare this with the TypeScript
+# reader's `node dist-cli/inspect.js --json`).
+
+def summary(ckpt: Checkpoint) -> dict:
+    def digest(tensors):
+        if tensors is None:
+            return None
+        flat = np.concatenate([tensors[name].ravel() for name, _, _ in model.tensor_specs(ckpt.config)])
+        return hashlib.sha256(flat.astype("<f4").tobytes()).hexdigest()
+    trainer = ckpt.trainer or {}
+    return {"ok": True, "version": ckpt.version, "dtype": ckpt.dtype, "config": ckpt.config.to_dict(),
+            "step": trainer.get("step", 0), "adam_step": trainer.get("adam_step"), "train": trainer.get("config"),
+            "history": ckpt.history, "dataset": ckpt.dataset,
+            "params": digest(ckpt.params), "m": digest(ckpt.m), "v": digest(ckpt.v)}
+
+
+def verdict(source) -> dict:
+    try:
+        return summary(load(source))
+    except CheckpointError as e:
+        return {"ok": False, "rule": e.rule, "error": str(e)}
+
+
+if __name__ == "__main__":
+    for path in sys.argv[1:]:
+        print(json.dumps({"file": path, **verdict(path)}))

@@ -1,13 +1,23 @@
-// The .tinygpt file: version 2 read/write, version 1 (the original playground's
-// export) read. Every check runs against the real file size before anything
-// the header claims is allocated; each failure names the problem.
+// The .tinygpt file (content/docs/file-format.md is the spec): version 2 read
+// and write, version 1 (the original playground's export) read.
+//
+// A file is untrusted input. Reading has two phases, as in
+// tinygpt/checkpoint.py, whose checks come in the same order with the same
+// messages (facts.json format.errors): planCheckpoint checks the preamble and
+// the header against the file's real size and lists the tensors' byte ranges
+// without touching the data (the app runs it on a File.slice before reading
+// the rest); decodeCheckpoint then reads the data and refuses non-finite
+// values. Nothing is allocated for what a header merely claims.
 
 import type { DatasetInfo, HistoryPoint, ModelConfig, TrainConfig } from "./types";
-import { FACTS, checkModelConfig, tensorLayout } from "./model";
+import { FACTS, paramCount, shapeOf, tensorLayout } from "./model";
 import { floatToHalf, halfToFloat } from "./f16";
 
 const FMT = FACTS.format;
-const PREFIX_BYTES = 12;
+type Dtype = keyof typeof FMT.dtypes;
+type Rule = keyof typeof FMT.errors;
+const PREAMBLE = FMT.preamble_bytes;
+const { m: M_PREFIX, v: V_PREFIX } = FMT.optimizer_prefixes;
 
 export interface Checkpoint {
   model: ModelConfig;
@@ -24,22 +34,50 @@ export interface Checkpoint {
   provenance: Record<string, unknown>;
 }
 
+/** A checkpoint as read from a file: also the version it was read from and how its weights were stored. */
+export interface ReadCheckpoint extends Checkpoint {
+  version: number;
+  dtype: Dtype;
+}
+
 export class CheckpointError extends Error {
-  constructor(message: string) {
-    super(`not a usable .tinygpt file: ${message}`);
+  /** `rule` is its key in facts.json format.errors. */
+  constructor(
+    readonly rule: Rule,
+    fields: Record<string, string | number> = {},
+  ) {
+    super(FMT.errors[rule].replace(/\{(\w+)\}/g, (_, key: string) => String(fields[key])));
     this.name = "CheckpointError";
   }
 }
 
-interface TensorEntry {
-  name: string;
-  shape: number[];
-  dtype: "f32" | "f16";
-  offset: number;
-  nbytes: number;
+const fail = (rule: Rule, fields?: Record<string, string | number>): never => {
+  throw new CheckpointError(rule, fields);
+};
+
+const alignUp = (n: number) => Math.ceil(n / FMT.data_alignment) * FMT.data_alignment;
+
+type Json = Record<string, unknown>;
+const isObject = (x: unknown): x is Json => typeof x === "object" && x !== null && !Array.isArray(x);
+// Own fields only: a header's "toString" must not find Object.prototype's.
+const get = (o: Json, key: string): unknown => (Object.hasOwn(o, key) ? o[key] : undefined);
+/** An optional field: absent and null both mean "not given". */
+const given = (o: Json, key: string): unknown => get(o, key) ?? undefined;
+const first = (o: Json, keys: string[]): unknown => keys.map((k) => given(o, k)).find((x) => x !== undefined);
+
+/** x when it is a whole number within [lo, hi] (JSON has one number type: 4.0 is 4), else null. */
+function int(x: unknown, lo = 0, hi = Number.MAX_SAFE_INTEGER): number | null {
+  return typeof x === "number" && Number.isInteger(x) && x >= lo && x <= hi ? x : null;
 }
 
-const alignUp = (n: number, a: number) => Math.ceil(n / a) * a;
+const isNumber = (x: unknown): x is number => typeof x === "number" && Number.isFinite(x);
+
+/** At most max_history_points: every k-th point counting back from the newest, k as small as fits. */
+export function thinHistory(points: readonly HistoryPoint[]): HistoryPoint[] {
+  const n = points.length;
+  const k = Math.ceil(n / FMT.max_history_points);
+  return k <= 1 ? [...points] : points.filter((_, i) => (n - 1 - i) % k === 0);
+}
 
 // ---------------------------------------------------------------- writing
 
@@ -50,253 +88,436 @@ export interface WriteOptions {
   commit?: string;
 }
 
+interface Part {
+  entry: { name: string; shape: number[]; dtype: Dtype; offset: number; nbytes: number };
+  data: Float32Array;
+}
+
+function checkFinite(name: string, a: Float32Array, moment: boolean): void {
+  for (let i = 0; i < a.length; i++) {
+    if (!Number.isFinite(a[i])) fail("non_finite", { name });
+    if (moment && a[i] < 0) fail("negative_moment", { name });
+  }
+}
+
+/**
+ * The checkpoint as version-2 bytes. Refuses (CheckpointError) what a reader
+ * would refuse: non-finite values (also f16 overflow), a header or file over
+ * the format's limits. The history is thinned to max_history_points.
+ */
 export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
   const layout = tensorLayout(c.model);
   const withOpt = c.m !== undefined && c.v !== undefined;
-  const parts: { entry: TensorEntry; data: Float32Array }[] = [];
+  const parts: Part[] = [];
   let offset = 0;
-  const add = (name: string, shape: number[], dtype: "f32" | "f16", data: Float32Array) => {
-    const nbytes = data.length * (dtype === "f16" ? 2 : 4);
+  const add = (name: string, shape: number[], dtype: Dtype, data: Float32Array, secondMoment = false) => {
+    checkFinite(name, data, secondMoment);
+    const nbytes = data.length * FMT.dtypes[dtype];
     parts.push({ entry: { name, shape, dtype, offset, nbytes }, data });
-    offset = alignUp(offset + nbytes, FMT.data_alignment);
+    offset = alignUp(offset + nbytes);
   };
   const pdtype = opts.f16 ? "f16" : "f32";
   for (const t of layout) add(t.name, t.shape, pdtype, c.params.subarray(t.offset, t.offset + t.size));
   if (withOpt) {
-    for (const t of layout) add(FMT.optimizer_prefixes.m + t.name, t.shape, "f32", c.m!.subarray(t.offset, t.offset + t.size));
-    for (const t of layout) add(FMT.optimizer_prefixes.v + t.name, t.shape, "f32", c.v!.subarray(t.offset, t.offset + t.size));
+    for (const t of layout) add(M_PREFIX + t.name, t.shape, "f32", c.m!.subarray(t.offset, t.offset + t.size));
+    for (const t of layout) add(V_PREFIX + t.name, t.shape, "f32", c.v!.subarray(t.offset, t.offset + t.size), true);
   }
+  c.history.forEach((h, index) => {
+    if (!Number.isFinite(h.train) || (h.val !== undefined && !Number.isFinite(h.val))) fail("history_non_finite", { index });
+  });
   const provenance: Record<string, unknown> = { ...c.provenance, created: new Date().toISOString(), producer: opts.producer };
   if (opts.commit) provenance.commit = opts.commit;
   if (c.dataset) provenance.corpus_sha256 = c.dataset.sha256;
   const header = {
     format: "tinygpt",
     version: FMT.version,
-    config: { vocab_size: c.model.vocab_size, n_layer: c.model.n_layer, n_embd: c.model.n_embd, n_head: c.model.n_head, block_size: c.model.block_size },
+    config: Object.fromEntries(FMT.config_keys.map((k) => [k, c.model[k as keyof ModelConfig]])),
     tokenizer: { type: "bytes", vocab_size: c.model.vocab_size },
     tensors: parts.map((p) => p.entry),
     trainer: c.train ? { step: c.step, ...(withOpt && c.adamStep !== undefined && c.adamStep !== c.step ? { adam_step: c.adamStep } : {}), config: c.train } : null,
-    history: c.history.map((h) => (h.val === undefined ? { step: h.step, train: h.train } : { step: h.step, train: h.train, val: h.val })),
+    history: thinHistory(c.history).map((h) => (h.val === undefined ? { step: h.step, train: h.train } : { step: h.step, train: h.train, val: h.val })),
     dataset: c.dataset,
     provenance,
   };
   const json = new TextEncoder().encode(JSON.stringify(header));
-  const dataStart = alignUp(PREFIX_BYTES + json.length, FMT.data_alignment);
+  const dataStart = alignUp(PREAMBLE + json.length);
   const last = parts[parts.length - 1].entry;
-  const out = new Uint8Array(dataStart + last.offset + last.nbytes);
+  const size = dataStart + last.offset + last.nbytes;
+  if (json.length > FMT.max_header_bytes) fail("header_too_long", { length: json.length, max: FMT.max_header_bytes });
+  if (size > FMT.max_file_bytes) fail("file_too_large", { size, max: FMT.max_file_bytes });
+  const out = new Uint8Array(size);
   out.set(new TextEncoder().encode(FMT.magic), 0);
   const view = new DataView(out.buffer);
   view.setUint32(4, FMT.version, true);
   view.setUint32(8, json.length, true);
-  out.set(json, PREFIX_BYTES);
+  out.set(json, PREAMBLE);
   for (const { entry, data } of parts) {
     const at = dataStart + entry.offset;
-    if (entry.dtype === "f32") new Float32Array(out.buffer, at, data.length).set(data);
-    else for (let i = 0; i < data.length; i++) view.setUint16(at + 2 * i, floatToHalf(data[i]), true);
+    if (entry.dtype === "f32") {
+      new Float32Array(out.buffer, at, data.length).set(data);
+      continue;
+    }
+    for (let i = 0; i < data.length; i++) {
+      const h = floatToHalf(data[i]);
+      if ((h & 0x7c00) === 0x7c00) fail("non_finite", { name: entry.name }); // beyond f16's range
+      view.setUint16(at + 2 * i, h, true);
+    }
   }
+  planCheckpoint(out.subarray(0, PREAMBLE + json.length), size); // never write what a reader refuses
   return out;
 }
 
-// ---------------------------------------------------------------- reading
+// ---------------------------------------------------------------- reading, phase 1: the plan
 
-export function readCheckpoint(bytes: Uint8Array): Checkpoint {
-  if (bytes.length < PREFIX_BYTES) throw new CheckpointError(`the file is ${bytes.length} bytes, shorter than the ${PREFIX_BYTES}-byte prefix`);
-  const magic = String.fromCharCode(bytes[0], bytes[1], bytes[2], bytes[3]);
-  if (magic !== FMT.magic) throw new CheckpointError(`magic is ${JSON.stringify(magic)}, expected ${JSON.stringify(FMT.magic)}`);
-  const view = new DataView(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+export interface PlannedTensor {
+  name: string;
+  dtype: Dtype;
+  /** Byte offset in the file. */
+  at: number;
+  count: number;
+}
+
+/** What a checked header promises: everything but the tensors' values, and where those lie. */
+export interface Plan extends Omit<ReadCheckpoint, "params" | "m" | "v"> {
+  /** Weights, then (with `moments`) Adam m and v, each in canonical order. */
+  tensors: PlannedTensor[];
+  moments: boolean;
+  /** Version 1 keeps its step as an i32 in the data, here. */
+  legacyStepAt?: number;
+  /** The first byte phase 2 needs. */
+  bodyStart: number;
+}
+
+/** The header's length, once the preamble (the file's first 12 bytes) and the file's size pass their checks. */
+export function headerLength(preamble: Uint8Array, size: number): number {
+  if (size < PREAMBLE || preamble.length < PREAMBLE) fail("file_too_short", { size });
+  if (size > FMT.max_file_bytes) fail("file_too_large", { size, max: FMT.max_file_bytes });
+  if (String.fromCharCode(...preamble.subarray(0, 4)) !== FMT.magic) fail("magic");
+  const view = new DataView(preamble.buffer, preamble.byteOffset, PREAMBLE);
   const version = view.getUint32(4, true);
-  const headerLen = view.getUint32(8, true);
-  if (version !== FMT.version && version !== FMT.legacy_version) throw new CheckpointError(`unsupported version ${version} (this app reads ${FMT.legacy_version} and ${FMT.version})`);
-  if (headerLen > FMT.max_header_bytes) throw new CheckpointError(`header length ${headerLen} exceeds the limit of ${FMT.max_header_bytes} bytes`);
-  if (PREFIX_BYTES + headerLen > bytes.length) throw new CheckpointError(`header claims ${headerLen} bytes but the file has only ${bytes.length - PREFIX_BYTES} after the prefix (truncated?)`);
+  const length = view.getUint32(8, true);
+  if (version !== FMT.version && version !== FMT.legacy_version) fail("version", { version });
+  if (length > FMT.max_header_bytes) fail("header_too_long", { length, max: FMT.max_header_bytes });
+  if (PREAMBLE + length > size) fail("header_truncated", { length, left: size - PREAMBLE });
+  return length;
+}
+
+/** Deepest nesting of [ and { outside strings, counted on the raw text whether or not it parses. */
+function jsonDepth(raw: Uint8Array): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < raw.length; i++) {
+    const c = raw[i];
+    if (inString) {
+      if (c === 0x5c) i++;
+      else if (c === 0x22) inString = false;
+    } else if (c === 0x22) inString = true;
+    else if (c === 0x5b || c === 0x7b) max = Math.max(max, ++depth);
+    else if (c === 0x5d || c === 0x7d) depth--;
+  }
+  return max;
+}
+
+function holdsInfinity(value: unknown): boolean {
+  const stack = [value];
+  while (stack.length) {
+    const x = stack.pop();
+    if (typeof x === "number" && !Number.isFinite(x)) return true;
+    if (typeof x === "object" && x !== null) for (const y of Object.values(x)) stack.push(y); // no spread: arrays may hold 10^5 items
+  }
+  return false;
+}
+
+function parseHeader(raw: Uint8Array): Json {
+  let text: string;
+  try {
+    // ignoreBOM keeps a byte-order mark, which JSON (and so the Python reader) refuses.
+    text = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true }).decode(raw);
+  } catch {
+    return fail("header_utf8");
+  }
+  if (jsonDepth(raw) > FMT.max_json_depth) fail("header_depth", { max: FMT.max_json_depth });
   let header: unknown;
   try {
-    header = JSON.parse(new TextDecoder("utf-8", { fatal: true }).decode(bytes.subarray(PREFIX_BYTES, PREFIX_BYTES + headerLen)));
+    header = JSON.parse(text);
   } catch (e) {
-    throw new CheckpointError(`header is not valid UTF-8 JSON (${(e as Error).message})`);
+    return fail("header_json", { detail: (e as Error).message });
   }
-  if (typeof header !== "object" || header === null || Array.isArray(header)) throw new CheckpointError("header is not a JSON object");
-  const h = header as Record<string, unknown>;
-  // The original playground also wrote version 2 files with its own (manifest) header.
-  const legacy = version === FMT.legacy_version || (Array.isArray(h.manifest) && h.format === undefined);
-  return legacy ? readV1(bytes, view, h, headerLen) : readV2(bytes, view, h, headerLen);
+  if (holdsInfinity(header)) fail("header_number");
+  if (!isObject(header)) fail("header_object");
+  return header as Json;
 }
 
-function isObject(x: unknown): x is Record<string, unknown> {
-  return typeof x === "object" && x !== null && !Array.isArray(x);
+/**
+ * Checks the preamble and the header (`head`: the file's first bytes, at least
+ * preamble and header) against the file's size; reads no tensor data.
+ */
+export function planCheckpoint(head: Uint8Array, size: number): Plan {
+  const length = headerLength(head.subarray(0, PREAMBLE), size);
+  const header = parseHeader(head.subarray(PREAMBLE, PREAMBLE + length));
+  const version = new DataView(head.buffer, head.byteOffset, PREAMBLE).getUint32(4, true);
+  // The original playground also wrote its fp16 gallery files with version 2; their header has a manifest.
+  const legacy = version === FMT.legacy_version || (given(header, "format") === undefined && given(header, "manifest") !== undefined);
+  return legacy ? planLegacy(header, PREAMBLE + length, size) : planV2(header, PREAMBLE + length, size);
 }
 
-function modelFrom(cfg: unknown, where: string): ModelConfig {
-  if (!isObject(cfg)) throw new CheckpointError(`${where} is missing or not an object`);
-  const m = { vocab_size: cfg.vocab_size, n_layer: cfg.n_layer, n_embd: cfg.n_embd, n_head: cfg.n_head, block_size: cfg.block_size } as ModelConfig;
-  try {
-    checkModelConfig(m);
-  } catch (e) {
-    throw new CheckpointError(`${where}: ${(e as Error).message}`);
+/** keys: our field name -> the name the file uses for it (the same in version 2). */
+function modelFrom(cfg: Json, where: string, keys: Record<string, string>): ModelConfig {
+  const m: Record<string, number> = {};
+  for (const [ours, theirs] of Object.entries(keys)) {
+    const value = int(get(cfg, theirs), 1, FMT.max_dim);
+    m[ours] = value ?? fail("config_int", { where, key: theirs, max: FMT.max_dim });
   }
-  return m;
+  if (m.vocab_size !== FACTS.vocab_size) fail("vocab", { where });
+  if (m.n_embd % m.n_head !== 0) fail("heads", { where, n_embd: m.n_embd, n_head: m.n_head });
+  return m as unknown as ModelConfig;
 }
 
-function shapeEq(a: number[], b: number[]): boolean {
-  return Array.isArray(a) && a.length === b.length && a.every((x, i) => x === b[i]);
-}
+const weightCount = (m: ModelConfig) => FACTS.tensors.head.length + m.n_layer * FACTS.tensors.block.length;
 
-function readV2(bytes: Uint8Array, view: DataView, h: Record<string, unknown>, headerLen: number): Checkpoint {
-  if (h.format !== "tinygpt") throw new CheckpointError(`header.format is ${JSON.stringify(h.format)}, expected "tinygpt"`);
-  if (h.version !== FMT.version) throw new CheckpointError(`header.version ${JSON.stringify(h.version)} disagrees with the prefix version ${FMT.version}`);
-  const model = modelFrom(h.config, "header.config");
-  if (isObject(h.tokenizer) && (h.tokenizer.type !== "bytes" || h.tokenizer.vocab_size !== model.vocab_size)) throw new CheckpointError(`tokenizer ${JSON.stringify(h.tokenizer)} is not the byte tokenizer this app uses`);
-  if (!Array.isArray(h.tensors)) throw new CheckpointError("header.tensors is missing or not a list");
-  const dataStart = alignUp(PREFIX_BYTES + headerLen, FMT.data_alignment);
-  const dataBytes = bytes.length - dataStart;
-  const entries = new Map<string, TensorEntry>();
-  h.tensors.forEach((raw: unknown, i: number) => {
-    const where = `tensor #${i}`;
-    if (!isObject(raw) || typeof raw.name !== "string") throw new CheckpointError(`${where} has no name`);
-    const name = raw.name;
-    const at = `tensor ${JSON.stringify(name)}`;
-    if (entries.has(name)) throw new CheckpointError(`${at} appears twice`);
-    if (raw.dtype !== "f32" && raw.dtype !== "f16") throw new CheckpointError(`${at} has unknown dtype ${JSON.stringify(raw.dtype)} (f32 or f16)`);
-    if (!Array.isArray(raw.shape) || !raw.shape.every((d: unknown) => Number.isInteger(d) && (d as number) >= 0)) throw new CheckpointError(`${at} has a malformed shape ${JSON.stringify(raw.shape)}`);
-    const shape = raw.shape as number[];
-    const { offset, nbytes } = raw;
-    if (!Number.isSafeInteger(offset) || (offset as number) < 0 || (offset as number) % FMT.data_alignment !== 0) throw new CheckpointError(`${at} offset ${JSON.stringify(offset)} is not a non-negative multiple of ${FMT.data_alignment}`);
-    const expectBytes = shape.reduce((a, b) => a * b, 1) * (raw.dtype === "f16" ? 2 : 4);
-    if (nbytes !== expectBytes) throw new CheckpointError(`${at} nbytes ${JSON.stringify(nbytes)} disagrees with shape ${JSON.stringify(shape)} and dtype ${raw.dtype} (${expectBytes})`);
-    if ((offset as number) + expectBytes > dataBytes) throw new CheckpointError(`${at} ends at data byte ${(offset as number) + expectBytes}, past the end of the file's ${dataBytes} data bytes (truncated?)`);
-    entries.set(name, { name, shape, dtype: raw.dtype, offset: offset as number, nbytes: expectBytes });
-  });
-  const sorted = [...entries.values()].sort((a, b) => a.offset - b.offset);
-  for (let i = 1; i < sorted.length; i++) {
-    const prev = sorted[i - 1];
-    if (prev.offset + prev.nbytes > sorted[i].offset) throw new CheckpointError(`tensors ${JSON.stringify(prev.name)} and ${JSON.stringify(sorted[i].name)} overlap`);
-  }
-  const layout = tensorLayout(model);
-  const known = new Set<string>();
-  const hasM = entries.has(FMT.optimizer_prefixes.m + layout[0].name);
-  const hasV = entries.has(FMT.optimizer_prefixes.v + layout[0].name);
-  const groups: [string, boolean][] = [["", true], [FMT.optimizer_prefixes.m, hasM], [FMT.optimizer_prefixes.v, hasV]];
-  for (const [prefix, present] of groups) if (present) for (const t of layout) known.add(prefix + t.name);
-  for (const name of entries.keys()) if (!known.has(name)) throw new CheckpointError(`unexpected tensor ${JSON.stringify(name)} for a ${model.n_layer}-layer model`);
-  const total = layout.reduce((a, t) => a + t.size, 0);
-  const gather = (prefix: string) => {
-    const out = new Float32Array(total);
-    for (const t of layout) {
-      const e = entries.get(prefix + t.name);
-      if (!e) throw new CheckpointError(`tensor ${JSON.stringify(prefix + t.name)} is missing`);
-      if (!shapeEq(e.shape, t.shape)) throw new CheckpointError(`tensor ${JSON.stringify(e.name)} has shape ${JSON.stringify(e.shape)}, the config implies ${JSON.stringify(t.shape)}`);
-      decodeInto(out, t.offset, view, dataStart + e.offset, t.size, e.dtype);
+const HEAD = new Map(FACTS.tensors.head.map((t) => [t.name, t.shape]));
+const BLOCK = new Map(FACTS.tensors.block.map((t) => [t.name.split("{i}")[1], t.shape]));
+const BLOCK_PREFIX = FACTS.tensors.block[0].name.split("{i}")[0];
+const LAYER_AND_REST = /^(0|[1-9][0-9]{0,15})([\s\S]*)$/;
+
+/**
+ * The facts.tensors shape of a parameter name in a model of n_layer layers
+ * (undefined: no such parameter), found without listing the layers, so a long
+ * list of bogus entries costs nothing.
+ */
+function symbolsOf(name: string, nLayer: number): string[] | undefined {
+  const head = HEAD.get(name);
+  if (head) return head;
+  const m = name.startsWith(BLOCK_PREFIX) ? LAYER_AND_REST.exec(name.slice(BLOCK_PREFIX.length)) : null;
+  return m && Number(m[1]) < nLayer ? BLOCK.get(m[2]) : undefined;
+}
+const shapeIs = (raw: unknown, shape: number[]) => Array.isArray(raw) && raw.length === shape.length && raw.every((d, i) => int(d) === shape[i]);
+const shapeText = (shape: number[]) => `[${shape.join(", ")}]`;
+
+function planV2(h: Json, headerEnd: number, size: number): Plan {
+  if (get(h, "format") !== "tinygpt" || int(get(h, "version")) !== FMT.version) fail("format");
+  const cfg = get(h, "config");
+  if (!isObject(cfg)) return fail("config_object", { where: "header.config" });
+  const model = modelFrom(cfg, "header.config", Object.fromEntries(FMT.config_keys.map((k) => [k, k])));
+  const tok = get(h, "tokenizer");
+  if (!(isObject(tok) && get(tok, "type") === "bytes" && int(get(tok, "vocab_size")) === FACTS.vocab_size)) fail("tokenizer");
+  const entries = get(h, "tensors");
+  if (!Array.isArray(entries)) return fail("tensors_list");
+  const weights = weightCount(model);
+  if (entries.length !== weights && entries.length !== 3 * weights) fail("tensor_count", { weights, all: 3 * weights, count: entries.length });
+  const moments = entries.length === 3 * weights;
+  const groups = moments ? ["", M_PREFIX, V_PREFIX] : [""];
+
+  const dataStart = alignUp(headerEnd);
+  const found = new Map<string, PlannedTensor>();
+  const spans: { offset: number; index: number; end: number; name: string }[] = [];
+  let dtype: Dtype | null = null;
+  entries.forEach((e: unknown, index: number) => {
+    if (!isObject(e)) return fail("tensor_object", { index });
+    const name = get(e, "name");
+    const group = typeof name === "string" ? (groups.slice(1).find((g) => name.startsWith(g)) ?? "") : "";
+    const symbols = typeof name === "string" ? symbolsOf(name.slice(group.length), model.n_layer) : undefined;
+    if (typeof name !== "string" || !symbols) return fail("tensor_name", { index });
+    if (found.has(name)) fail("tensor_twice", { name });
+    const shape = shapeOf(symbols, model);
+    const allowed: string[] = group ? FMT.moment_dtypes : Object.keys(FMT.dtypes);
+    if (!shapeIs(get(e, "shape"), shape)) fail("tensor_shape", { name, shape: shapeText(shape) });
+    const dt = get(e, "dtype");
+    if (typeof dt !== "string" || !allowed.includes(dt)) fail("tensor_dtype", { name, allowed: allowed.join(" or ") });
+    if (!name.startsWith(M_PREFIX) && !name.startsWith(V_PREFIX)) {
+      if (dtype !== null && dtype !== dt) fail("tensor_mixed", { name, dtype });
+      dtype = dt as Dtype;
     }
-    return out;
+    const offset = int(get(e, "offset"));
+    if (offset === null || offset % FMT.data_alignment !== 0) return fail("tensor_offset", { name });
+    const count = shape.reduce((a, b) => a * b, 1);
+    const nbytes = count * FMT.dtypes[dt as Dtype];
+    if (int(get(e, "nbytes")) !== nbytes) fail("tensor_nbytes", { name, nbytes });
+    const start = dataStart + offset;
+    if (start + nbytes > size) fail("tensor_beyond", { name, start, end: start + nbytes, size });
+    found.set(name, { name, dtype: dt as Dtype, at: start, count });
+    spans.push({ offset, index, end: offset + nbytes, name });
+  });
+  spans.sort((a, b) => a.offset - b.offset || a.index - b.index);
+  for (let i = 1; i < spans.length; i++) if (spans[i].offset < spans[i - 1].end) fail("tensor_overlap", { a: spans[i - 1].name, b: spans[i].name });
+
+  const { step, adamStep, train } = trainerFrom(get(h, "trainer"), moments);
+  // Every entry is now known to hold real bytes of the file, so listing the layers costs what the file does.
+  const layout = tensorLayout(model);
+  return {
+    version: FMT.version,
+    model,
+    dtype: dtype!,
+    tensors: groups.flatMap((prefix) => layout.map((t) => found.get(prefix + t.name)!)),
+    moments,
+    step,
+    ...(adamStep !== undefined ? { adamStep } : {}),
+    train,
+    history: historyFrom(get(h, "history"), "header.history", { train: ["train"], val: ["val"] }),
+    dataset: datasetFrom(get(h, "dataset")),
+    provenance: provenanceFrom(get(h, "provenance")),
+    bodyStart: dataStart,
   };
-  const params = gather("");
-  const m = hasM ? gather(FMT.optimizer_prefixes.m) : undefined;
-  const v = hasV ? gather(FMT.optimizer_prefixes.v) : undefined;
-  if ((m === undefined) !== (v === undefined)) throw new CheckpointError("Adam moments are incomplete: one of m, v is present without the other");
-  let step = 0;
+}
+
+type Range = { integer?: boolean; min?: number; max?: number; above?: number; below?: number };
+const TRAIN_RULES = Object.entries(FMT.trainer_config).filter(([k]) => !k.startsWith("_")) as [string, Range][];
+
+/** A trainer_config range in words, for its error message. */
+function ruleText(r: Range): string {
+  const words: [keyof Range, string][] = [["min", "at least"], ["above", "above"], ["max", "at most"], ["below", "below"]];
+  const bounds = words.filter(([k]) => k in r).map(([k, w]) => `${w} ${r[k]}`);
+  return (r.integer ? "an integer" : "a number") + (bounds.length ? " " + bounds.join(" and ") : "");
+}
+
+function inRange(x: unknown, r: Range): boolean {
+  if (!isNumber(x) || (r.integer && int(x, -Number.MAX_SAFE_INTEGER) === null)) return false;
+  return x >= (r.min ?? -Infinity) && x <= (r.max ?? Infinity) && x > (r.above ?? -Infinity) && x < (r.below ?? Infinity);
+}
+
+function trainerFrom(raw: unknown, moments: boolean): { step: number; adamStep?: number; train: TrainConfig | null } {
+  if (raw === undefined || raw === null) return { step: 0, train: null };
+  const step = isObject(raw) ? int(get(raw, "step")) : null;
+  if (step === null) return fail("trainer");
+  const t = raw as Json;
   let adamStep: number | undefined;
-  let train: TrainConfig | null = null;
-  if (isObject(h.trainer)) {
-    if (!Number.isInteger(h.trainer.step) || (h.trainer.step as number) < 0) throw new CheckpointError(`trainer.step ${JSON.stringify(h.trainer.step)} is not a non-negative integer`);
-    step = h.trainer.step as number;
-    if (h.trainer.adam_step !== undefined) {
-      const a = h.trainer.adam_step;
-      if (!Number.isInteger(a) || (a as number) < 0 || (a as number) > step) throw new CheckpointError(`trainer.adam_step ${JSON.stringify(a)} is not an integer between 0 and step ${step}`);
-      if (!m) throw new CheckpointError("trainer.adam_step is set but the file has no Adam moments");
-      adamStep = a as number;
-    }
-    train = trainConfigFrom(h.trainer.config);
+  if (given(t, "adam_step") !== undefined) {
+    adamStep = int(get(t, "adam_step"), 0, step) ?? fail("adam_step", { step });
+    if (!moments) fail("adam_step_moments");
   }
-  return { model, params, m, v, step, ...(adamStep !== undefined ? { adamStep } : {}), train, history: historyFrom(h.history), dataset: datasetFrom(h.dataset), provenance: isObject(h.provenance) ? h.provenance : {} };
-}
-
-function decodeInto(out: Float32Array, at: number, view: DataView, byteAt: number, n: number, dtype: "f32" | "f16"): void {
-  if (dtype === "f32") for (let i = 0; i < n; i++) out[at + i] = view.getFloat32(byteAt + 4 * i, true);
-  else for (let i = 0; i < n; i++) out[at + i] = halfToFloat(view.getUint16(byteAt + 2 * i, true));
-}
-
-function trainConfigFrom(raw: unknown): TrainConfig {
-  if (!isObject(raw)) throw new CheckpointError("trainer.config is missing or not an object");
-  const keys = ["batch_size", "lr", "beta1", "beta2", "eps", "weight_decay", "grad_clip", "warmup_steps", "seed"] as const;
-  const out = {} as Record<string, number>;
-  for (const k of keys) {
-    if (typeof raw[k] !== "number" || !Number.isFinite(raw[k])) throw new CheckpointError(`trainer.config.${k} is ${JSON.stringify(raw[k])}, not a finite number`);
-    out[k] = raw[k] as number;
+  const tc = get(t, "config");
+  if (!isObject(tc)) return fail("train_config");
+  const train: Record<string, number> = {};
+  for (const [key, rule] of TRAIN_RULES) {
+    const x = get(tc, key);
+    if (!inRange(x, rule)) fail("train_key", { key, range: ruleText(rule) });
+    train[key] = x as number;
   }
-  if (!Number.isInteger(out.batch_size) || out.batch_size <= 0) throw new CheckpointError(`trainer.config.batch_size ${out.batch_size} is not a positive integer`);
-  return out as unknown as TrainConfig;
+  return { step, ...(adamStep !== undefined ? { adamStep } : {}), train: train as unknown as TrainConfig };
 }
 
-function historyFrom(raw: unknown): HistoryPoint[] {
-  if (raw === undefined || raw === null) return [];
-  if (!Array.isArray(raw)) throw new CheckpointError("history is not a list");
-  return raw.map((p: unknown, i: number) => {
-    if (!isObject(p) || typeof p.step !== "number" || typeof p.train !== "number") throw new CheckpointError(`history[${i}] is not {step, train, val?}`);
-    return typeof p.val === "number" ? { step: p.step, train: p.train, val: p.val } : { step: p.step, train: p.train };
+/** aliases: the file's names for the train and val losses. */
+function historyFrom(points: unknown, where: string, aliases: { train: string[]; val: string[] }): HistoryPoint[] {
+  if (points === undefined || points === null) return [];
+  if (!Array.isArray(points)) return fail("history_list", { where });
+  return points.map((p: unknown, index: number) => {
+    const step = isObject(p) ? int(get(p, "step")) : null;
+    const train = step !== null ? first(p as Json, aliases.train) : undefined;
+    const val = step !== null ? first(p as Json, aliases.val) : undefined;
+    if (!(isNumber(train) && (val === undefined || isNumber(val)))) fail("history_point", { where, index });
+    return val === undefined ? { step: step!, train: train as number } : { step: step!, train: train as number, val: val as number };
   });
 }
 
-function datasetFrom(raw: unknown): DatasetInfo | null {
-  if (raw === undefined || raw === null) return null;
-  if (!isObject(raw) || typeof raw.name !== "string" || typeof raw.bytes !== "number" || typeof raw.sha256 !== "string") throw new CheckpointError("dataset is not {name, bytes, sha256}");
-  return { name: raw.name, bytes: raw.bytes, sha256: raw.sha256 };
+function datasetFrom(d: unknown): DatasetInfo | null {
+  if (d === undefined || d === null) return null;
+  const sha = isObject(d) ? get(d, "sha256") : undefined;
+  if (!(isObject(d) && typeof get(d, "name") === "string" && int(get(d, "bytes")) !== null && typeof sha === "string" && /^[0-9a-f]{64}$/.test(sha))) return fail("dataset");
+  return { name: get(d, "name") as string, bytes: get(d, "bytes") as number, sha256: get(d, "sha256") as string };
 }
 
-// Version 1: {config, manifest: [{name, shape, floatOffset}], weightDtype?,
-// includesOptimizerState?, lossHistory?} then an int32 step, then either f32
-// [w, m, v] triplets per tensor or all weights contiguous (f16 when weightDtype
-// is "fp16", or f32 without optimizer state).
-function readV1(bytes: Uint8Array, view: DataView, h: Record<string, unknown>, headerLen: number): Checkpoint {
-  const cfg = h.config;
-  if (!isObject(cfg)) throw new CheckpointError("version 1 header has no config object");
-  const pick = (...keys: string[]) => keys.map((k) => cfg[k]).find((x) => x !== undefined);
-  const model = modelFrom(
-    { vocab_size: pick("vocabSize") ?? FACTS.vocab_size, n_layer: pick("layers", "nLayers"), n_embd: pick("dModel"), n_head: pick("heads", "nHeads"), block_size: pick("ctx", "contextLength") },
-    "version 1 header.config",
-  );
-  const dMlp = pick("dMlp");
-  if (dMlp !== undefined && dMlp !== 4 * model.n_embd) throw new CheckpointError(`version 1 dMlp ${JSON.stringify(dMlp)} is not 4 x dModel; this app's MLP is 4x`);
-  const manifest = h.manifest;
-  if (!Array.isArray(manifest)) throw new CheckpointError("version 1 header has no manifest list");
-  const layout = tensorLayout(model);
-  if (manifest.length !== layout.length) throw new CheckpointError(`version 1 manifest lists ${manifest.length} tensors, the config implies ${layout.length}`);
-  const fp16 = h.weightDtype === "fp16";
-  if (h.weightDtype !== undefined && h.weightDtype !== "fp16" && h.weightDtype !== "fp32") throw new CheckpointError(`version 1 weightDtype ${JSON.stringify(h.weightDtype)} is unknown (fp32 or fp16)`);
-  const triplets = !fp16 && h.includesOptimizerState !== false;
-  layout.forEach((t, i) => {
-    const e: unknown = manifest[i];
-    if (!isObject(e) || e.name !== t.name) throw new CheckpointError(`version 1 manifest entry ${i} is ${JSON.stringify(isObject(e) ? e.name : e)}, expected ${JSON.stringify(t.name)}`);
-    // Its manifest lists fc_in as [d_mlp, C] though the data is [C, d_mlp]: either order is accepted.
-    if (!shapeEq(e.shape as number[], t.shape) && !shapeEq(e.shape as number[], [...t.shape].reverse())) throw new CheckpointError(`version 1 tensor ${JSON.stringify(t.name)} has shape ${JSON.stringify(e.shape)}, the config implies ${JSON.stringify(t.shape)}`);
-    if (e.floatOffset !== undefined && e.floatOffset !== t.offset) throw new CheckpointError(`version 1 tensor ${JSON.stringify(t.name)} floatOffset ${JSON.stringify(e.floatOffset)}, expected ${t.offset}`);
+function provenanceFrom(p: unknown): Record<string, unknown> {
+  if (p === undefined || p === null) return {};
+  if (!isObject(p)) return fail("provenance");
+  return p;
+}
+
+function planLegacy(h: Json, headerEnd: number, size: number): Plan {
+  const cfg = get(h, "config");
+  if (!isObject(cfg)) return fail("legacy_config");
+  const aliases = FMT.legacy.config_aliases as Record<string, string[]>;
+  const keys = Object.fromEntries(Object.entries(aliases).map(([ours, names]) => [ours, names.find((k) => given(cfg, k) !== undefined) ?? names[0]]));
+  // The playground's models were all byte-level.
+  const withVocab = given(cfg, keys.vocab_size) === undefined ? { ...cfg, [keys.vocab_size]: FACTS.vocab_size } : cfg;
+  const model = modelFrom(withVocab, "legacy header.config", keys);
+  if (given(cfg, "dMlp") !== undefined && int(get(cfg, "dMlp")) !== 4 * model.n_embd) fail("legacy_dmlp", { d_mlp: 4 * model.n_embd });
+  const manifest = get(h, "manifest");
+  if (!Array.isArray(manifest)) return fail("legacy_manifest");
+  const weights = weightCount(model);
+  if (manifest.length !== weights) fail("legacy_count", { weights, count: manifest.length });
+  const named = given(h, "weightDtype");
+  const dtypes = FMT.legacy.weight_dtypes as Record<string, Dtype>;
+  const dtype = named === undefined ? "f32" : typeof named === "string" && Object.hasOwn(dtypes, named) ? dtypes[named] : fail("legacy_dtype");
+  const flag = given(h, "includesOptimizerState") ?? true;
+  if (typeof flag !== "boolean") fail("legacy_flag");
+  const triplets = flag === true && dtype === "f32"; // the fp16 layout never carries Adam state
+  const body = headerEnd + 4; // an i32 step, then the tensors
+  const item = FMT.dtypes[dtype];
+  const expected = body + paramCount(model) * (triplets ? 3 * item : item);
+  if (size !== expected) fail("legacy_length", { size, expected });
+  const layout = tensorLayout(model); // the file is now known to be as large as the layers
+
+  const tensors: PlannedTensor[] = [];
+  const m: PlannedTensor[] = [];
+  const v: PlannedTensor[] = [];
+  layout.forEach((t, index) => {
+    const e: unknown = manifest[index];
+    if (!isObject(e) || get(e, "name") !== t.name) fail("legacy_entry", { index, name: t.name });
+    const entry = e as Json;
+    // Its manifest lists fc_in as [d_mlp, C] although the data is [C, d_mlp] (input-major): either order.
+    if (!shapeIs(get(entry, "shape"), t.shape) && !shapeIs(get(entry, "shape"), [...t.shape].reverse())) fail("tensor_shape", { name: t.name, shape: shapeText(t.shape) });
+    if (given(entry, "floatOffset") !== undefined && int(get(entry, "floatOffset")) !== t.offset) fail("legacy_offset", { name: t.name, offset: t.offset });
+    if (triplets) {
+      const at = body + 12 * t.offset;
+      tensors.push({ name: t.name, dtype, at, count: t.size });
+      m.push({ name: M_PREFIX + t.name, dtype, at: at + 4 * t.size, count: t.size });
+      v.push({ name: V_PREFIX + t.name, dtype, at: at + 8 * t.size, count: t.size });
+    } else tensors.push({ name: t.name, dtype, at: body + item * t.offset, count: t.size });
   });
+  const history = historyFrom(get(h, "lossHistory"), "legacy header.lossHistory", FMT.legacy.history_aliases);
+  const savedAt = get(h, "savedAt");
+  return {
+    version: FMT.legacy_version,
+    model,
+    dtype,
+    tensors: [...tensors, ...m, ...v],
+    moments: triplets,
+    step: 0,
+    train: null,
+    history,
+    dataset: null,
+    provenance: { producer: FMT.legacy.producer, ...(typeof savedAt === "string" ? { created: savedAt } : {}) },
+    legacyStepAt: headerEnd,
+    bodyStart: headerEnd,
+  };
+}
+
+// ---------------------------------------------------------------- reading, phase 2: the data
+
+/** The tensors of a checked plan, from `body` (the file's bytes from `bodyOffset` on). */
+export function decodeCheckpoint(plan: Plan, body: Uint8Array, bodyOffset: number): ReadCheckpoint {
+  const view = new DataView(body.buffer, body.byteOffset, body.byteLength);
+  let step = plan.step;
+  if (plan.legacyStepAt !== undefined) {
+    step = view.getInt32(plan.legacyStepAt - bodyOffset, true);
+    if (step < 0) fail("legacy_step", { step });
+  }
+  const layout = tensorLayout(plan.model);
   const total = layout.reduce((a, t) => a + t.size, 0);
-  const stepAt = PREFIX_BYTES + headerLen;
-  const bodyAt = stepAt + 4;
-  const need = total * (fp16 ? 2 : triplets ? 12 : 4);
-  if (bodyAt + need !== bytes.length) throw new CheckpointError(`version 1 file is ${bytes.length} bytes; its config and layout (${fp16 ? "fp16" : "fp32"}${triplets ? " with optimizer state" : ""}) imply ${bodyAt + need}`);
-  const step = view.getInt32(stepAt, true);
-  if (step < 0) throw new CheckpointError(`version 1 step ${step} is negative`);
-  const params = new Float32Array(total);
-  let m: Float32Array | undefined;
-  let v: Float32Array | undefined;
-  if (triplets) {
-    m = new Float32Array(total);
-    v = new Float32Array(total);
-    for (const t of layout) {
-      const at = bodyAt + 12 * t.offset;
-      decodeInto(params, t.offset, view, at, t.size, "f32");
-      decodeInto(m, t.offset, view, at + 4 * t.size, t.size, "f32");
-      decodeInto(v, t.offset, view, at + 8 * t.size, t.size, "f32");
-    }
-  } else decodeInto(params, 0, view, bodyAt, total, fp16 ? "f16" : "f32");
-  const history: HistoryPoint[] = [];
-  for (const p of Array.isArray(h.lossHistory) ? h.lossHistory : []) {
-    if (!isObject(p) || !Number.isInteger(p.step)) continue;
-    const train = p.train ?? p.trainLoss;
-    const val = p.val ?? p.valLoss;
-    if (typeof train !== "number" || !Number.isFinite(train)) continue;
-    history.push(typeof val === "number" && Number.isFinite(val) ? { step: p.step as number, train, val } : { step: p.step as number, train });
-  }
-  return { model, params, m, v, step, train: null, history, dataset: null, provenance: { producer: "tinygpt playground (version 1 file)" } };
+  const arrays = Array.from({ length: plan.tensors.length / layout.length }, () => new Float32Array(total));
+  plan.tensors.forEach((t, i) => {
+    const { offset } = layout[i % layout.length];
+    const slice = arrays[Math.floor(i / layout.length)].subarray(offset, offset + t.count);
+    const at = t.at - bodyOffset;
+    // A byte copy reads f32 as little-endian, which every host that runs JavaScript is.
+    if (t.dtype === "f32") new Uint8Array(slice.buffer, slice.byteOffset, slice.byteLength).set(body.subarray(at, at + 4 * t.count));
+    else for (let j = 0; j < t.count; j++) slice[j] = halfToFloat(view.getUint16(at + 2 * j, true));
+    checkFinite(t.name, slice, t.name.startsWith(V_PREFIX));
+  });
+  const [params, m, v] = arrays;
+  const { tensors: _t, moments: _m, legacyStepAt: _s, bodyStart: _b, ...fields } = plan;
+  return { ...fields, params, m, v, step };
+}
+
+/** The plan of a file not yet read (a File or Blob): only its preamble and header are read. */
+export async function planBlob(blob: Blob): Promise<Plan> {
+  const preamble = new Uint8Array(await blob.slice(0, PREAMBLE).arrayBuffer());
+  const head = blob.slice(0, PREAMBLE + headerLength(preamble, blob.size));
+  return planCheckpoint(new Uint8Array(await head.arrayBuffer()), blob.size);
+}
+
+export function readCheckpoint(bytes: Uint8Array): ReadCheckpoint {
+  const length = headerLength(bytes.subarray(0, PREAMBLE), bytes.length);
+  return decodeCheckpoint(planCheckpoint(bytes.subarray(0, PREAMBLE + length), bytes.length), bytes, 0);
 }

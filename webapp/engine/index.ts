@@ -9,7 +9,7 @@ import { type GpuBackendOptions, createGpuBackend } from "./gpu/backend";
 
 export type { Backend, BackendKind, ModelConfig, TrainConfig, Trainer } from "./types";
 export { GPTTrainer } from "./trainer";
-export { CheckpointError, readCheckpoint, writeCheckpoint, type Checkpoint } from "./checkpoint";
+export { CheckpointError, planBlob, readCheckpoint, writeCheckpoint, type Checkpoint } from "./checkpoint";
 export { DeviceLostError } from "./gpu/device";
 export { GpuBackend } from "./gpu/backend";
 export { memoryEstimate, paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";

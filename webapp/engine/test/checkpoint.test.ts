@@ -1,13 +1,18 @@
-// The .tinygpt reader and writer: round trips, version 1 files, the Python
-// writer's files (when tests/test_engine_node.py provides them) and the
-// rejection of corrupt files, each with a message naming the problem.
+// The .tinygpt reader and writer: round trips, the Python writer's files (when
+// tests/test_engine_node.py provides them), what the writer refuses, and every
+// file of the shared corpus (tests/fixtures/checkpoints/index.json), whose
+// verdicts the Python reader is held to as well.
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { CheckpointError, type Checkpoint, readCheckpoint, writeCheckpoint } from "../checkpoint";
-import { paramCount, tensorLayout } from "../model";
+import { FACTS, paramCount } from "../model";
 import { Rng } from "../rng";
 import type { ModelConfig } from "../types";
+import { verdict } from "../../cli/summary";
+import { fixture, readJson } from "./fixtures";
 
 const MODEL: ModelConfig = { vocab_size: 256, n_layer: 1, n_embd: 8, n_head: 2, block_size: 4 };
 const TRAIN = { batch_size: 2, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1, warmup_steps: 10, seed: 7 };
@@ -32,30 +37,15 @@ function sample(withOptimizer: boolean): Checkpoint {
   };
 }
 
-// Rewrites a file's JSON header (re-aligning the data section behind it).
-function withHeader(file: Uint8Array, edit: (h: Record<string, any>) => void): Uint8Array {
-  const view = new DataView(file.buffer, file.byteOffset);
-  const len = view.getUint32(8, true);
-  const header = JSON.parse(new TextDecoder().decode(file.subarray(12, 12 + len)));
-  const data = file.subarray(Math.ceil((12 + len) / 64) * 64);
-  edit(header);
-  const json = new TextEncoder().encode(JSON.stringify(header));
-  const start = Math.ceil((12 + json.length) / 64) * 64;
-  const out = new Uint8Array(start + data.length);
-  out.set(file.subarray(0, 8));
-  new DataView(out.buffer).setUint32(8, json.length, true);
-  out.set(json, 12);
-  out.set(data, start);
-  return out;
-}
-
-function rejects(file: Uint8Array, message: RegExp): void {
-  assert.throws(() => readCheckpoint(file), (e: unknown) => e instanceof CheckpointError && message.test((e as Error).message), `expected a CheckpointError matching ${message}`);
+function refuses(make: () => unknown, rule: string): void {
+  assert.throws(make, (e: unknown) => e instanceof CheckpointError && e.rule === rule, `expected a CheckpointError for ${rule}`);
 }
 
 test("version 2 round trip keeps every tensor and field", () => {
   const ck = sample(true);
   const back = readCheckpoint(writeCheckpoint(ck, { producer: "test" }));
+  assert.equal(back.version, 2);
+  assert.equal(back.dtype, "f32");
   assert.deepEqual(back.model, MODEL);
   assert.deepEqual(back.params, ck.params);
   assert.deepEqual(back.m, ck.m);
@@ -73,92 +63,40 @@ test("f16 weights round trip to within half precision, without optimizer state",
   const file = writeCheckpoint(ck, { producer: "test", f16: true });
   assert.ok(file.length < writeCheckpoint(ck, { producer: "test" }).length);
   const back = readCheckpoint(file);
+  assert.equal(back.dtype, "f16");
   assert.equal(back.m, undefined);
   ck.params.forEach((p, i) => assert.ok(Math.abs(back.params[i] - p) <= Math.abs(p) * 2 ** -11 + 2 ** -24, `param ${i}: ${back.params[i]} vs ${p}`));
 });
 
-test("corrupt and foreign files are refused with a message naming the problem", () => {
-  const good = writeCheckpoint(sample(true), { producer: "test" });
-  rejects(new Uint8Array(0), /shorter than the 12-byte prefix/);
-  rejects(Uint8Array.from([...new TextEncoder().encode("PK\x03\x04"), ...good.subarray(4)]), /magic/);
-  const version = good.slice();
-  new DataView(version.buffer).setUint32(4, 9, true);
-  rejects(version, /unsupported version 9/);
-  const huge = good.slice();
-  new DataView(huge.buffer).setUint32(8, 0xffffffff, true);
-  rejects(huge, /exceeds the limit/);
-  const long = good.slice(0, 100);
-  rejects(long, /header claims \d+ bytes/);
-  rejects(good.subarray(0, good.length - 1), /past the end of the file/);
-  const garbled = good.slice();
-  garbled[13] = 0xff;
-  rejects(garbled, /not valid UTF-8 JSON/);
-  rejects(withHeader(good, (h) => (h.tensors[0].dtype = "bf16")), /unknown dtype "bf16"/);
-  rejects(withHeader(good, (h) => (h.tensors[1].shape = [4, 9])), /nbytes .* disagrees with shape/);
-  rejects(withHeader(good, (h) => { h.tensors[1].shape = [8, 4]; }), /shape \[8,4\], the config implies \[4,8\]/);
-  rejects(withHeader(good, (h) => (h.tensors[1].offset = h.tensors[0].offset)), /overlap/);
-  rejects(withHeader(good, (h) => (h.tensors[2].offset = 3)), /not a non-negative multiple of 64/);
-  rejects(withHeader(good, (h) => (h.config.n_head = 3)), /not divisible by n_head/);
-  rejects(withHeader(good, (h) => (h.tensors = h.tensors.slice(1))), /"token_embedding.weight" is missing/);
-  rejects(withHeader(good, (h) => (h.tensors[0].name = "lm_head.weight")), /unexpected tensor "lm_head.weight"/);
-  rejects(withHeader(good, (h) => (h.format = "safetensors")), /header.format/);
-  rejects(withHeader(good, (h) => (h.trainer.config.lr = "fast")), /trainer.config.lr/);
+test("adam_step is kept beside the moments only when it differs from step", () => {
+  const ck = { ...sample(true), adamStep: 4 };
+  assert.equal(readCheckpoint(writeCheckpoint(ck, { producer: "test" })).adamStep, 4);
+  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, adamStep: ck.step }, { producer: "test" })).adamStep, undefined);
+  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, m: undefined, v: undefined }, { producer: "test" })).adamStep, undefined);
 });
 
-// The original playground's layout: JSON header, int32 step, then per tensor [w, m, v] in f32
-// (or the weights alone, f16 when weightDtype is "fp16").
-function legacyFile(params: Float32Array, m: Float32Array | null, v: Float32Array | null, fp16: boolean): Uint8Array {
-  const layout = tensorLayout(MODEL);
-  const header = {
-    version: 1,
-    config: { layers: MODEL.n_layer, dModel: MODEL.n_embd, heads: MODEL.n_head, ctx: MODEL.block_size, dMlp: 4 * MODEL.n_embd },
-    manifest: layout.map((t) => ({ name: t.name, shape: t.name.endsWith("fc_in.weight") ? [...t.shape].reverse() : t.shape, floatOffset: t.offset })),
-    includesOptimizerState: m !== null,
-    weightDtype: fp16 ? "fp16" : "fp32",
-    lossHistory: [{ step: 10, train: 4.5, val: 4.75 }],
-  };
-  const json = new TextEncoder().encode(JSON.stringify(header));
-  const floats = m ? 3 * params.length : params.length;
-  const out = new Uint8Array(12 + json.length + 4 + floats * (fp16 ? 2 : 4));
-  const view = new DataView(out.buffer);
-  out.set(new TextEncoder().encode("TGPT"));
-  view.setUint32(4, 1, true);
-  view.setUint32(8, json.length, true);
-  out.set(json, 12);
-  view.setInt32(12 + json.length, 10, true);
-  let at = 16 + json.length;
-  if (fp16) {
-    // 0.5 + i/1024-style values are exact in f16: write their half bits directly.
-    for (const p of params) {
-      view.setUint16(at, p === 0.5 ? 0x3800 : 0x3c00, true);
-      at += 2;
-    }
-    return out;
-  }
-  for (const t of layout) {
-    for (const src of m ? [params, m, v!] : [params]) {
-      for (let i = 0; i < t.size; i++, at += 4) view.setFloat32(at, src[t.offset + i], true);
-    }
-  }
-  return out;
-}
+test("the writer refuses what a reader would refuse", () => {
+  const ck = sample(true);
+  const nan = ck.params.slice();
+  nan[5] = NaN;
+  refuses(() => writeCheckpoint({ ...ck, params: nan }, { producer: "test" }), "non_finite");
+  const big = ck.params.slice();
+  big[5] = 70000; // fine in f32, beyond f16
+  writeCheckpoint({ ...ck, params: big }, { producer: "test" });
+  refuses(() => writeCheckpoint({ ...ck, params: big }, { producer: "test", f16: true }), "non_finite");
+  refuses(() => writeCheckpoint({ ...ck, v: ck.v!.map((x) => -x) }, { producer: "test" }), "negative_moment");
+  refuses(() => writeCheckpoint({ ...ck, history: [{ step: 1, train: Infinity }] }, { producer: "test" }), "history_non_finite");
+  refuses(() => writeCheckpoint({ ...ck, dataset: { name: "x".repeat(FACTS.format.max_header_bytes), bytes: 1, sha256: "ab".repeat(32) } }, { producer: "test" }), "header_too_long");
+  refuses(() => writeCheckpoint({ ...ck, dataset: { name: "x", bytes: 1, sha256: "not hex" } }, { producer: "test" }), "dataset");
+});
 
-test("version 1 files load: f32 with Adam state, and f16 weights", () => {
-  const n = paramCount(MODEL);
-  const [p, m, v] = [randoms(n, 4), randoms(n, 5), randoms(n, 6)];
-  const ck = readCheckpoint(legacyFile(p, m, v, false));
-  assert.deepEqual(ck.model, MODEL);
-  assert.equal(ck.step, 10);
-  assert.deepEqual(ck.params, p);
-  assert.deepEqual(ck.m, m);
-  assert.deepEqual(ck.v, v);
-  assert.deepEqual(ck.history, [{ step: 10, train: 4.5, val: 4.75 }]);
-  const halves = Float32Array.from({ length: n }, (_, i) => (i % 2 ? 0.5 : 1));
-  const ck16 = readCheckpoint(legacyFile(halves, null, null, true));
-  assert.deepEqual(ck16.params, halves);
-  assert.equal(ck16.m, undefined);
-  const legacy = legacyFile(p, m, v, false);
-  rejects(legacy.subarray(0, legacy.length - 4), new RegExp(`version 1 file is ${legacy.length - 4} bytes`));
+test("a long history is thinned to the cap, keeping every k-th point back from the newest", () => {
+  const cap = FACTS.format.max_history_points;
+  const history = Array.from({ length: 3 * cap + 5 }, (_, i) => ({ step: i + 1, train: 1 + i / 1e5 }));
+  const kept = readCheckpoint(writeCheckpoint({ ...sample(false), history }, { producer: "test" })).history;
+  assert.ok(kept.length > cap / 2 && kept.length <= cap, `${kept.length} points`);
+  assert.deepEqual(kept[kept.length - 1], history[history.length - 1]);
+  assert.deepEqual(new Set(kept.slice(1).map((p, i) => p.step - kept[i].step)), new Set([4]));
 });
 
 const fromPython = process.env.TINYGPT_PY_CHECKPOINT;
@@ -169,12 +107,23 @@ test("a file from the Python writer loads, and our re-save is for Python to comp
   writeFileSync(process.env.TINYGPT_NODE_CHECKPOINT_OUT!, writeCheckpoint(ck, { producer: "tinygpt-node test" }));
 });
 
-test("adam_step: kept beside the moments when it differs from step, checked against step and the moments", () => {
-  const ck = { ...sample(true), adamStep: 4 };
-  const file = writeCheckpoint(ck, { producer: "test" });
-  assert.equal(readCheckpoint(file).adamStep, 4);
-  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, adamStep: ck.step }, { producer: "test" })).adamStep, undefined);
-  assert.equal(readCheckpoint(writeCheckpoint({ ...ck, m: undefined, v: undefined }, { producer: "test" })).adamStep, undefined);
-  rejects(withHeader(file, (h) => { h.trainer.adam_step = ck.step + 1; }), /adam_step 43 is not an integer between 0 and step 42/);
-  rejects(withHeader(writeCheckpoint(sample(false), { producer: "test" }), (h) => { h.trainer.adam_step = 1; }), /no Adam moments/);
+interface Case {
+  file: string;
+  ok: boolean;
+  rule?: string;
+  error?: string;
+}
+
+const index = fixture("checkpoints/index.json");
+test("every corpus file gets the verdict and message its index records", { skip: index ? false : "tests/fixtures/checkpoints is missing" }, () => {
+  const { cases } = readJson<{ cases: Case[] }>(index!);
+  assert.ok(cases.length > 100);
+  const wrong: string[] = [];
+  for (const { file, ...expected } of cases) {
+    const got = verdict(join(index!, "..", file));
+    // header_json's detail is the parser's own wording; its fixed start is what both readers share.
+    const same = expected.rule === "header_json" ? got.rule === "header_json" && String(got.error).startsWith(expected.error!) : isDeepStrictEqual(got, expected);
+    if (!same) wrong.push(`${file}\n  expected ${JSON.stringify(expected).slice(0, 300)}\n  got      ${JSON.stringify(got).slice(0, 300)}`);
+  }
+  assert.deepEqual(wrong, []);
 });
