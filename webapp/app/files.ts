@@ -31,10 +31,10 @@ export class FilesView {
     $("#btn-export").addEventListener("click", () => client.send({ type: "export" }));
     client.on("exported", (m) => this.download(m.name, m.bytes));
     const input = $<HTMLInputElement>("#import-file");
-    input.addEventListener("change", async () => {
+    input.addEventListener("change", () => {
       const file = input.files?.[0];
       input.value = "";
-      if (file) await this.importFile(file);
+      if (file) this.importFile(file);
     });
     $("#btn-gallery").addEventListener("click", () => this.loadGallery());
     client.on("checkpoints", (m) => this.showRuns(m.list));
@@ -53,10 +53,9 @@ export class FilesView {
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
   }
 
-  private async importFile(file: File): Promise<void> {
-    // The worker checks the whole file before it replaces the current model.
-    const bytes = new Uint8Array(await file.arrayBuffer());
-    this.client.send({ type: "import", name: file.name, bytes, backend: this.setup.backend() }, [bytes.buffer]);
+  private importFile(file: File): void {
+    // The worker reads and checks the file before it replaces the current model.
+    this.client.send({ type: "import", name: file.name, file, backend: this.setup.backend() });
   }
 
   async loadGalleryManifest(): Promise<void> {
@@ -86,7 +85,7 @@ export class FilesView {
       this.onError(`The gallery model ${m.title} arrived damaged (its sha256 does not match the manifest); reload and try again.`);
       return;
     }
-    this.client.send({ type: "import", name: m.title, bytes, backend: this.setup.backend() }, [bytes.buffer]);
+    this.client.send({ type: "import", name: m.title, file: new Blob([bytes]), backend: this.setup.backend() });
   }
 
   private offered = false;

@@ -70,7 +70,8 @@ export type ToWorker =
   | { type: "sample"; prompt: string; temperature: number; topK: number; maxTokens: number }
   | { type: "stopSample" }
   | { type: "export" }
-  | { type: "import"; name: string; bytes: Uint8Array; backend: BackendChoice }
+  /** A model file, still on disk: the worker reads its preamble and header before the rest. */
+  | { type: "import"; name: string; file: Blob; backend: BackendChoice }
   | { type: "listCheckpoints" }
   | { type: "openCheckpoint"; id: string; backend: BackendChoice; train: boolean; steps: number; intervals: Intervals }
   | { type: "deleteCheckpoint"; id: string };

@@ -1,7 +1,7 @@
 // The worker's one training session: the Trainer, its run in OPFS, the
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
-import { DeviceLostError, createTrainer, loadTrainer, readCheckpoint, writeCheckpoint } from "../engine/index";
+import { CheckpointError, DeviceLostError, createTrainer, loadTrainer, planBlob, writeCheckpoint } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
 import { Backends } from "./backends";
 import type { BackendChoice, FromWorker, Intervals, Progress, RunSettings, Status, WorkerState } from "./protocol";
@@ -310,14 +310,19 @@ export class Session {
     return loadTrainer(bytes, (model, train) => this.backends.get(choice, model, train), undefined, { producer: PRODUCER });
   }
 
-  /** An exported or gallery model: checked fully before the current one is replaced. */
-  async import(name: string, bytes: Uint8Array, choice: BackendChoice): Promise<void> {
+  /**
+   * An exported or gallery model, checked fully before the current one is
+   * replaced: its preamble and header before the rest of the file is read.
+   */
+  async import(name: string, file: Blob, choice: BackendChoice): Promise<void> {
+    const refused = (e: unknown) => this.say("error", `${name} ${e instanceof CheckpointError ? "was refused" : "could not be loaded"}: ${describe(e)}. The current model is unchanged.`);
     let adam: boolean;
+    let bytes: Uint8Array;
     try {
-      adam = readCheckpoint(bytes).m !== undefined;
+      adam = (await planBlob(file)).moments;
+      bytes = new Uint8Array(await file.arrayBuffer());
     } catch (e) {
-      this.say("error", `${name} was refused: ${describe(e)}. The current model is unchanged.`);
-      return;
+      return refused(e);
     }
     const previous = this.state;
     this.setState("loading");
@@ -325,7 +330,7 @@ export class Session {
     try {
       trainer = await this.load(bytes, choice);
     } catch (e) {
-      this.say("error", `${name} could not be loaded: ${describe(e)}. The current model is unchanged.`);
+      refused(e);
       this.setState(previous);
       return;
     }
