@@ -1,6 +1,11 @@
 """Rendering Markdown and templates, errors located in the right file, and the
 atomic build."""
+import fcntl
+import os
 import shutil
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -121,14 +126,9 @@ def test_roadmap_statuses_come_from_facts(tmp_path):
 
 
 def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path, monkeypatch):
-    import os
-
     site = make_site(tmp_path, MINIMAL)
-    stale = site / ".dist-killed"
+    stale = site / ".dist-killed"  # however new: no build holds the lock, so its maker is gone
     stale.mkdir()
-    os.utime(stale, (0, 0))
-    fresh = site / ".dist-running"  # another build in progress right now: not ours to remove
-    fresh.mkdir()
 
     def interrupted(ctx):
         raise KeyboardInterrupt
@@ -136,5 +136,78 @@ def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path
     monkeypatch.setattr(pages, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
         main.build(site, steps=["bundle", "pages"])
-    assert sorted(p.name for p in site.glob(".dist-*")) == [".dist-running"]
+    assert not list(site.glob(".dist-*"))
     assert not (site / "dist").exists()
+
+
+STEPS = ["bundle", "pages", "deploy", "links"]
+
+
+def child_build(site: Path, kill_at: str = "", exchange: bool = True, **popen) -> subprocess.Popen:
+    """A build of site in another process, killing itself at kill_at, optionally without renameat2."""
+    code = ("import sys; from pathlib import Path; from tinygpt.build import main\n"
+            + ("" if exchange else "main.exchange = lambda a, b: False\n")
+            + f"sys.exit(0 if main.build(Path({str(site)!r}), steps={STEPS!r}) else 1)")
+    return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, text=True,
+                            env={**os.environ, "TINYGPT_BUILD_KILL_AT": kill_at}, **popen)
+
+
+def tree(dist: Path) -> dict[str, bytes] | None:
+    return {str(p.relative_to(dist)): p.read_bytes() for p in sorted(dist.rglob("*")) if p.is_file()} \
+        if dist.exists() else None
+
+
+def test_renameat2_exchanges_two_folders(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a/x").write_text("a")
+    (tmp_path / "b").mkdir()
+    assert main.exchange(tmp_path / "a", tmp_path / "b")  # this Linux and filesystem have it
+    assert (tmp_path / "b/x").read_text() == "a" and not (tmp_path / "a/x").exists()
+
+
+@pytest.mark.parametrize("point, exchange", [("step:pages", True), ("swap", True), ("swapped", True),
+                                             ("renamed", False), ("swapped", False)])
+def test_a_build_killed_anywhere_leaves_a_complete_dist_and_the_next_build_removes_its_folders(
+        tmp_path, point, exchange):
+    site = make_site(tmp_path, MINIMAL)
+    assert main.build(site, steps=STEPS)
+    old = tree(site / "dist")
+    guide = site / "content/docs/guide.md"
+    second = MINIMAL["content/docs/guide.md"].replace("Run it.", "Run it twice.")
+    guide.write_text(second)
+    killed = child_build(site, point, exchange)
+    assert killed.wait() == -signal.SIGKILL
+    left = list(site.glob(".dist-*"))
+    at_kill = tree(site / "dist")
+
+    guide.write_text(second + "[broken](/nowhere/)\n")
+    assert not main.build(site, steps=STEPS)  # the next build: it cleans up, then fails, changing nothing
+    after = tree(site / "dist")
+    assert not list(site.glob(".dist-*"))
+    guide.write_text(second)
+    assert main.build(site, steps=STEPS)
+    new = tree(site / "dist")
+
+    assert old != new
+    assert after == (new if point == "swapped" else old)
+    names = [p.name for p in left]
+    if point == "renamed":  # no renameat2: no dist/ until the next build puts the old one back
+        assert at_kill is None and ".dist-old" in names and len(names) == 2
+    else:
+        assert at_kill == after
+        assert len(names) == (1 if exchange else 0)  # the kill's leftover, which the next build removed
+
+
+def test_a_build_waits_for_a_running_one_and_keeps_its_folder(tmp_path):
+    site = make_site(tmp_path, MINIMAL)
+    running = site / ".dist-running"
+    running.mkdir()
+    (site / ".cache").mkdir()
+    with open(site / ".cache/build.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # as a build in progress holds it
+        second = child_build(site, stdout=subprocess.PIPE)
+        assert second.stdout.readline() == "waiting for another build of this folder to finish\n"
+        assert running.exists()
+    second.stdout.read()
+    assert second.wait() == 0
+    assert not running.exists() and (site / "dist/index.html").exists()

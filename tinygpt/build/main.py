@@ -3,12 +3,24 @@
 A build runs the steps in order into a temporary folder beside dist/ and swaps
 it in only when every step passed; a failure prints its cause first
 (file:line where known), exits non-zero and leaves the old dist/ as it was.
+
+A build killed at any moment leaves a complete dist/, old or new: the swap is
+one atomic exchange (renameat2), and builds of one folder hold a lock
+(.cache/build.lock) for their life, so the next build knows that any .dist-*
+folder it finds is a dead build's and removes it. TINYGPT_BUILD_KILL_AT=<point>
+makes a build SIGKILL itself at a named point (see _die_at); the kill test
+uses it.
 """
 import argparse
+import contextlib
+import ctypes
+import errno
+import fcntl
 import importlib
 import importlib.util
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -22,17 +34,61 @@ ROOT = Path(__file__).resolve().parents[2]
 STEPS = ["corpora", "gallery", "bundle", "shaders", "pages", "deploy", "links"]
 LABELS = {"links": "checks"}  # links.py checks links, inline code and Pages limits
 OPTIONAL_STEPS = {"corpora"}  # R's step; the build goes on without it until it exists
-STALE_SECONDS = 600
 WATCHED = ["content", "site", "webapp", "shaders", "gallery", "tinygpt/facts.json"]
+LIBC = ctypes.CDLL(None, use_errno=True)
+AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
 
 
-def build(root: Path = ROOT, dist: Path | None = None, steps: list[str] = STEPS) -> bool:
-    """Build root's site into dist (default root/dist); False, with the cause printed, on failure."""
-    dist = dist or root / "dist"
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2); False where the system has no such call."""
+    renameat2 = getattr(LIBC, "renameat2", None)
+    if renameat2 is None:
+        return False
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL):  # a kernel before 3.15, or a filesystem without exchange
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+def _die_at(point: str):
+    """The kill test's hook: TINYGPT_BUILD_KILL_AT=<point> SIGKILLs the build at that point, one of
+    step:<name> (after that step), swap (just before it), renamed (between the fallback's two
+    renames) or swapped (the new dist/ in, the old one not yet removed)."""
+    if os.environ.get("TINYGPT_BUILD_KILL_AT") == point:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+@contextlib.contextmanager
+def _one_build_at_a_time(root: Path):
+    """An flock on .cache/build.lock for the life of the build. The kernel drops it when the process
+    dies (open() files are not inherited, so no compiler outliving us keeps it), so a .dist-* folder
+    seen while holding it was left by a build that is gone, whatever its age or pid."""
+    path = root / ".cache" / "build.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("waiting for another build of this folder to finish", flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def build(root: Path = ROOT, steps: list[str] = STEPS) -> bool:
+    """Build root's site into root/dist; False, with the cause printed, on failure."""
+    with _one_build_at_a_time(root):
+        return _build(root, steps)
+
+
+def _build(root: Path, steps: list[str]) -> bool:
+    dist, old = root / "dist", root / ".dist-old"
     start = time.perf_counter()
-    for stale in root.glob(".dist-*"):  # left by a build that was killed; builds take seconds, not minutes
-        if stale.is_dir() and time.time() - stale.stat().st_mtime > STALE_SECONDS:
-            shutil.rmtree(stale, ignore_errors=True)
+    if old.is_dir() and not dist.exists():  # the two-rename fallback was killed between its renames
+        os.rename(old, dist)
+    for stale in root.glob(".dist-*"):  # a dead build's (we hold the lock)
+        shutil.rmtree(stale, ignore_errors=True)
     tmp = Path(tempfile.mkdtemp(prefix=".dist-", dir=root))
     tmp.chmod(0o755)  # mkdtemp makes it private; dist/ is for everyone to read
     ctx = Context(root=root, out=tmp, cache=root / ".cache")
@@ -45,13 +101,19 @@ def build(root: Path = ROOT, dist: Path | None = None, steps: list[str] = STEPS)
             t = time.perf_counter()
             summary = importlib.import_module(f"tinygpt.build.{step}").run(ctx)
             print(f"{LABELS.get(step, step):8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)
+            _die_at(f"step:{step}")
         for note in ctx.notes:
             print(f"note: {note}")
-        old = root / f".dist-old-{os.getpid()}"
-        if dist.exists():
+        _die_at("swap")
+        # An exchange, not restore-on-start alone: dist/ is never missing, even for a reader that is not a build.
+        if not dist.exists():
+            os.rename(tmp, dist)
+        elif not exchange(tmp, dist):  # two renames; a kill between them leaves .dist-old, put back above
             os.rename(dist, old)
-        os.rename(tmp, dist)
-        shutil.rmtree(old, ignore_errors=True)
+            _die_at("renamed")
+            os.rename(tmp, dist)
+            shutil.rmtree(old)
+        _die_at("swapped")
     except Exception as e:
         cause = str(e) if isinstance(e, BuildError) else f"{type(e).__name__}: {e}"
         print(f"error: {cause}", file=sys.stderr, flush=True)
@@ -60,9 +122,8 @@ def build(root: Path = ROOT, dist: Path | None = None, steps: list[str] = STEPS)
         print(f"build failed in step {LABELS.get(step, step)}; {dist.name}/ left as it was", file=sys.stderr)
         return False
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # already gone when it became dist/; else a failed or interrupted build
-    print(f"built {dist.relative_to(root) if dist.is_relative_to(root) else dist}/ "
-          f"in {time.perf_counter() - start:.2f}s")
+        shutil.rmtree(tmp, ignore_errors=True)  # the old dist/ after an exchange, else a failed build's output
+    print(f"built dist/ in {time.perf_counter() - start:.2f}s")
     return True
 
 
