@@ -40,14 +40,19 @@ def test_unknown_key_names_key_and_line():
     assert "'titel'" in str(e)
 
 
-def test_wrong_type_and_bad_date():
+def test_wrong_type_bad_date_and_bad_slug():
     assert parse_error('+++\ntitle = "T"\norder = "1"\n+++\n').where == "content/docs/x.md:3"
-    assert "YYYY-MM-DD" in str(parse_error('+++\ntitle = "T"\ndate = "30/11/2026"\n+++\n'))
+    e = parse_error('+++\ntitle = "T"\n\ndate = "30/11/2026"\n+++\n')
+    assert "YYYY-MM-DD" in str(e) and e.where == "content/docs/x.md:4"
+    e = parse_error('+++\ntitle = "T"\nslug = "Not A Slug"\n+++\n')
+    assert "lowercase" in str(e) and e.where == "content/docs/x.md:3"
 
 
 def test_front_matter_must_open_and_close():
-    assert "'+++'" in str(parse_error("# no front matter\n"))
-    assert "not closed" in str(parse_error('+++\ntitle = "T"\n'))
+    e = parse_error("# no front matter\n")
+    assert "'+++'" in str(e) and e.where == "content/docs/x.md:1"
+    e = parse_error('+++\ntitle = "T"\n')
+    assert "not closed" in str(e) and e.where == "content/docs/x.md:1"
 
 
 def write(root, rel, text):
@@ -66,19 +71,42 @@ def test_urls_are_folder_style(tmp_path):
                     "content/docs/getting-started.md": "/docs/getting-started/", "content/devlog/2026-11-30-a.md": "/devlog/a/"}
 
 
-def test_duplicate_slug_names_both_files(tmp_path):
+def test_duplicate_slug_names_both_files_at_their_slug_lines(tmp_path):
     write(tmp_path, "docs/a.md", '+++\ntitle = "A"\n+++\n')
-    write(tmp_path, "docs/b.md", '+++\ntitle = "B"\nslug = "a"\n+++\n')
+    write(tmp_path, "docs/b.md", '+++\ntitle = "B"\n\nslug = "a"\n+++\n')
     with pytest.raises(BuildError) as e:
         content.load(tmp_path)
-    assert e.value.where == "content/docs/b.md"
-    assert "content/docs/a.md" in str(e.value)
+    assert e.value.where == "content/docs/b.md:4"
+    assert "also made by content/docs/a.md:1" in str(e.value)  # a.md's address comes from its file name
+    write(tmp_path, "docs/a.md", '+++\ntitle = "A"\nslug = "c"\n+++\n')
+    write(tmp_path, "docs/c.md", '+++\ntitle = "C"\n+++\n')
+    with pytest.raises(BuildError) as e:
+        content.load(tmp_path)
+    assert e.value.where == "content/docs/c.md:1" and "also made by content/docs/a.md:3" in str(e.value)
+
+
+def test_not_utf8_gives_line_and_column_in_characters(tmp_path):
+    path = tmp_path / "content/docs/x.md"
+    path.parent.mkdir(parents=True)
+    path.write_bytes('+++\ntitle = "X"\n+++\nnaïve text, then a Latin-1 byte: '.encode() + b"\xe9 here\n")
+    with pytest.raises(BuildError) as e:
+        content.load(tmp_path)
+    assert e.value.where == f"content/docs/x.md:4:{len('naïve text, then a Latin-1 byte: ') + 1}"
+    assert "0xe9" in str(e.value)
+
+
+def test_pages_deeper_than_one_folder_are_refused(tmp_path):
+    write(tmp_path, "docs/more/x.md", '+++\ntitle = "X"\n+++\n')
+    with pytest.raises(BuildError) as e:
+        content.load(tmp_path)
+    assert e.value.where == "content/docs/more/x.md:1"
 
 
 def test_devlog_needs_a_date(tmp_path):
     write(tmp_path, "devlog/x.md", '+++\ntitle = "X"\n+++\n')
-    with pytest.raises(BuildError, match="needs a date"):
+    with pytest.raises(BuildError, match="needs a date") as e:
         content.load(tmp_path)
+    assert e.value.where == "content/devlog/x.md:1"
 
 
 def test_explainer_pill_must_be_a_known_lever(tmp_path):
@@ -87,6 +115,14 @@ def test_explainer_pill_must_be_a_known_lever(tmp_path):
         content.load(tmp_path)
     assert e.value.where == "content/explainers/x.md:3"
     assert FACTS["levers"][0]["id"] in str(e.value)
+    write(tmp_path, "explainers/x.md", '+++\ntitle = "X"\n\nmetric = "warp-factor"\n+++\n')
+    with pytest.raises(BuildError, match="unknown metric") as e:
+        content.load(tmp_path)
+    assert e.value.where == "content/explainers/x.md:4"
+    write(tmp_path, "explainers/x.md", '+++\ntitle = "X"\n+++\n')
+    with pytest.raises(BuildError, match="exactly one of") as e:
+        content.load(tmp_path)
+    assert e.value.where == "content/explainers/x.md:1"
 
 
 def test_real_content_has_an_explainer_for_every_pill_and_metric():

@@ -79,6 +79,26 @@ def test_unknown_template_variable_names_template_and_line(tmp_path):
     assert "nope" in str(e.value) and "content/odd.md" in str(e.value)
 
 
+def test_a_missing_template_names_the_line_that_asked_for_it(tmp_path):
+    site = make_site(tmp_path / "page", {**MINIMAL, "content/odd.md": '+++\ntitle = "Odd"\n\ntemplate = "odd.html"\n+++\n'})
+    with pytest.raises(BuildError, match="'odd.html' not found") as e:
+        render(site)
+    assert e.value.where == "content/odd.md:4"
+    (site / "site/templates/odd.html").write_text('{% extends "base.html" %}\n{% block content %}\n'
+                                                  '{% include "gone.html" %}\n{% endblock %}\n')
+    with pytest.raises(BuildError, match="'gone.html' not found") as e:
+        render(site)
+    assert e.value.where == "site/templates/odd.html:3"
+
+
+def test_a_template_that_is_not_utf8_gives_line_and_column(tmp_path):
+    site = make_site(tmp_path, MINIMAL)
+    (site / "site/templates/post.html").write_bytes(b'{% extends "base.html" %}\n<p>caf\xe9</p>\n')
+    with pytest.raises(BuildError, match="not valid UTF-8") as e:
+        render(site)
+    assert e.value.where == "site/templates/post.html:2:7"
+
+
 def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
     site = make_site(tmp_path, {**MINIMAL, "content/docs/bad.md": '+++\ntitle = "Bad"\n+++\nline one\n\n{{ facts.nope.deeper }}\n'})
     with pytest.raises(BuildError) as e:

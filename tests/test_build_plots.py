@@ -45,16 +45,26 @@ def test_files_without_series_are_listed_not_plotted(tmp_path):
                                           "command": "python bench/other.py"}])
 
 
-@pytest.mark.parametrize("bad, message", [
-    ({"benchmark": "x", "series": [{"name": "a", "unit": "u", "points": [{"x": 1, "y": 2}]}]}, "missing key 'hardware'"),
-    ({**RESULT, "series": []}, "'series' must be a non-empty list"),
-    ({**RESULT, "series": [{"name": "a", "unit": "u", "points": [{"x": 1}]}]}, r"points\[0\] needs x and a numeric y"),
+HEAD = '{"benchmark": "x", "hardware": "h", "date": "2026-11-30", "command": "c",\n'
+
+
+@pytest.mark.parametrize("bad, message, needle", [
+    ('\n{"benchmark": "x",\n "series": []}', "missing key 'hardware'", "{"),
+    ("[\n]", "must be a JSON object", "["),
+    (HEAD + ' "series":\n []}', "'series' must be a non-empty list", '"series"'),
+    (HEAD + ' "series": [\n  {"name": "a", "unit": "u", "points": [{"x": 1, "y": 2}]},\n  {"name": "b", "unit": "u",'
+            ' "points": []}]}', r"series\[1\] needs name, unit", '"b"'),
+    (HEAD + ' "series": [{"name": "a", "unit": "u", "points": [\n  {"x": 1, "y": 2},\n  {"x": 2}]}]}',
+     r"points\[1\] needs x and a numeric y", '{"x": 2}'),
+    (HEAD + ' "series": [{"name": "a", "unit": "u",\n  "points": [{"x": 1, "y": 2}, {"x": "b", "y": 2}]}]}',
+     "mixes text and number", '"points"'),
 ])
-def test_bad_results_name_the_file(tmp_path, bad, message):
+def test_bad_results_name_the_file_and_line(tmp_path, bad, message, needle):
     write(tmp_path, "bad.json", bad)
     with pytest.raises(BuildError, match=message) as e:
         plots.load(tmp_path)
-    assert e.value.where == "content/data/bad.json"
+    line = next(n for n, text in enumerate(bad.split("\n"), 1) if needle in text)
+    assert e.value.where == f"content/data/bad.json:{line}"
 
 
 def test_invalid_json_has_line_and_column(tmp_path):

@@ -3,7 +3,9 @@
 Front matter keys: title (required), description, section and order (docs),
 date (devlog, YYYY-MM-DD), template (default per folder), slug, and for
 explainers exactly one of pill (a lever or backend id from facts.json) or metric
-(a metric id from facts.json). Errors read `content/path.md:LINE: message`.
+(a metric id from facts.json). Errors read `content/path.md:LINE: message`; a
+duplicate address names both files, each at its `slug` line (line 1 where the
+file name is the slug).
 """
 import datetime
 import re
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from tinygpt.facts import FACTS
 
-from .context import BuildError
+from .context import BuildError, read_text
 
 KEYS = {"title": str, "description": str, "section": str, "order": int, "date": (str, datetime.date),
         "template": str, "slug": str, "pill": str, "metric": str}
@@ -111,21 +113,23 @@ def load(root: Path) -> list[Page]:
         rel = path.relative_to(content)
         source = str(path.relative_to(root))
         if len(rel.parts) > 2 or (len(rel.parts) == 2 and rel.parts[0] not in FOLDERS):
-            raise BuildError(f"content pages live at the top level or in {', '.join(FOLDERS)}/", source)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except UnicodeDecodeError as e:
-            raise BuildError(f"not valid UTF-8 (byte {e.start})", source) from None
+            raise BuildError(f"content pages live at the top level or in {', '.join(FOLDERS)}/", f"{source}:1")
+        text = read_text(path, source)
         meta, body, body_line = parse(text, source)
+        front = text.split("\n")[1:body_line - 2]
         kind = rel.parts[0] if len(rel.parts) == 2 else "page"
         slug = meta.get("slug", path.stem)
         if kind == "devlog" and "date" not in meta:
             raise BuildError("a devlog post needs a date (YYYY-MM-DD)", f"{source}:1")
         if kind == "explainers":
-            _check_explainer(meta, source, text.split("\n")[1:body_line - 2])
+            _check_explainer(meta, source, front)
+        if "template" in meta and not (root / "site" / "templates" / meta["template"]).is_file():
+            raise BuildError(f"template {meta['template']!r} not found in site/templates",
+                             f"{source}:{_key_line(front, 'template')}")
         url = "/" if (kind, slug) == ("page", "index") else (f"/{slug}/" if kind == "page" else f"/{kind}/{slug}/")
+        where = f"{source}:{_key_line(front, 'slug') if 'slug' in meta else 1}"  # the file name is the slug
         if url in seen:
-            raise BuildError(f"duplicate slug: {url} is also made by {seen[url]}", source)
-        seen[url] = source
+            raise BuildError(f"duplicate slug: {url} is also made by {seen[url]}", where)
+        seen[url] = where
         pages.append(Page(source, kind, slug, url, meta, body, body_line))
     return pages

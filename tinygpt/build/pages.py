@@ -27,7 +27,7 @@ from markupsafe import Markup
 from tinygpt.facts import FACTS
 
 from . import content, markdown, plots
-from .context import BuildError, Context
+from .context import BuildError, Context, read_text
 
 SITE_URL = os.environ.get("TINYGPT_SITE_URL", "https://tinygpt.pages.dev").rstrip("/")
 NAV = [("App", "/app/"), ("Docs", "/docs/"), ("Devlog", "/devlog/"), ("Roadmap", "/roadmap/"),
@@ -35,11 +35,11 @@ NAV = [("App", "/app/"), ("Docs", "/docs/"), ("Devlog", "/devlog/"), ("Roadmap",
 
 
 def _template_where(exc: BaseException, templates: Path, fallback: str) -> str:
-    """file:line of the innermost template frame of a jinja2 error's traceback."""
+    """file:line of the innermost template frame of a jinja2 error's traceback (fallback:1 if none)."""
     if isinstance(exc, jinja2.TemplateSyntaxError) and exc.lineno:
         name = exc.filename or fallback
         return f"{name}:{exc.lineno}"
-    where = fallback
+    where = f"{fallback}:1"
     tb = exc.__traceback__
     while tb:
         filename = tb.tb_frame.f_code.co_filename
@@ -53,6 +53,8 @@ class Renderer:
     def __init__(self, root: Path, assets: dict):
         self.root = root
         self.templates = root / "site" / "templates"
+        for path in self.templates.rglob("*.html"):  # jinja2's own decode error names no file
+            read_text(path, str(path.relative_to(root)))
         self.env = jinja2.Environment(
             loader=jinja2.FileSystemLoader(self.templates),
             autoescape=jinja2.select_autoescape(["html", "xml"]),
@@ -89,12 +91,12 @@ class Renderer:
             template = self.env.get_template(page.template)
             return template.render(assets=self.assets, facts=FACTS, page=view, site=site,
                                    explainers=explainers, **extra)
-        except jinja2.TemplateNotFound as e:
-            raise BuildError(f"template {e.name!r} not found in site/templates", page.source) from None
-        except jinja2.TemplateError as e:
+        except jinja2.TemplateError as e:  # a missing page template is content.py's error; this is an include's
             where = _template_where(e, self.templates, str(self.templates / page.template))
             where = where.replace(str(self.root) + os.sep, "")
-            raise BuildError(f"{type(e).__name__}: {e} (rendering {page.source})", where) from None
+            message = f"template {e.name!r} not found in site/templates" if isinstance(e, jinja2.TemplateNotFound) \
+                else f"{type(e).__name__}: {e}"
+            raise BuildError(f"{message} (rendering {page.source})", where) from None
 
 
 def generated_pages() -> list[content.Page]:

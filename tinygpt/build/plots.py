@@ -24,14 +24,13 @@ Series with different units get separate plots. x values are all numbers
 listed on the page as not plotted yet (and noted in the build output), so one
 bench script's other format does not stop everyone's build.
 """
-import json
 import math
 from html import escape
 from pathlib import Path
 
 from markupsafe import Markup
 
-from .context import BuildError
+from .context import BuildError, read_json
 
 W, H = 640, 300
 N_COLOURS = 8  # .series-0 ... .series-7 in site/site.css
@@ -52,22 +51,22 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
-def _check(data, source: str) -> dict:
+def _check(data, where) -> dict:
     if not isinstance(data, dict):
-        raise BuildError("measured results must be a JSON object", source)
+        raise BuildError("measured results must be a JSON object", where())
     for key in ("benchmark", "hardware", "date", "command", "series"):
         if key not in data:
-            raise BuildError(f"missing key {key!r} (see tinygpt/build/plots.py for the shape)", source)
+            raise BuildError(f"missing key {key!r} (see tinygpt/build/plots.py for the shape)", where())
     if not isinstance(data["series"], list) or not data["series"]:
-        raise BuildError("'series' must be a non-empty list", source)
+        raise BuildError("'series' must be a non-empty list", where("series"))
     for i, s in enumerate(data["series"]):
         if not isinstance(s, dict) or not {"name", "unit", "points"} <= s.keys() or not s["points"]:
-            raise BuildError(f"series[{i}] needs name, unit and a non-empty points list", source)
+            raise BuildError(f"series[{i}] needs name, unit and a non-empty points list", where("series", i))
         for j, p in enumerate(s["points"]):
             if not isinstance(p, dict) or not isinstance(p.get("y"), (int, float)) or "x" not in p:
-                raise BuildError(f"series[{i}].points[{j}] needs x and a numeric y", source)
+                raise BuildError(f"series[{i}].points[{j}] needs x and a numeric y", where("series", i, "points", j))
         if len({type(p["x"]) is str for p in s["points"]}) > 1:
-            raise BuildError(f"series[{i}] mixes text and number x values", source)
+            raise BuildError(f"series[{i}] mixes text and number x values", where("series", i, "points"))
     return data
 
 
@@ -140,14 +139,11 @@ def load(root: Path) -> tuple[list[dict], list[dict]]:
     results, unplotted = [], []
     for path in sorted((root / "content" / "data").glob("*.json")):
         source = str(path.relative_to(root))
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as e:
-            raise BuildError(f"invalid JSON: {e.msg}", f"{source}:{e.lineno}:{e.colno}") from None
+        data, where = read_json(path, source)
         if isinstance(data, dict) and "series" not in data:
             unplotted.append({"source": source, "date": str(data.get("date", "")), "command": data.get("command", "")})
             continue
-        data = _check(data, source)
+        data = _check(data, where)
         title = data.get("title") or data["benchmark"]
         data["series"] = [{**s, "cls": f"series-{i % N_COLOURS}"} for i, s in enumerate(data["series"])]
         units = list(dict.fromkeys(s["unit"] for s in data["series"]))

@@ -17,7 +17,7 @@ import re
 import subprocess
 from pathlib import Path
 
-from .context import BuildError, Context
+from .context import BuildError, Context, read_text
 
 CHROMIUM_ONLY = re.compile(r"^\s*enable\s+[^;]*\b(subgroups|chromium_\w+)\b", re.M)
 NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
@@ -93,7 +93,7 @@ def run(ctx: Context) -> str:
         return "no shaders/*.wgsl yet"
     cache_path = ctx.cache / "shaders.json"
     cache: dict[str, list[str]] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    sources = {str(p.relative_to(ctx.root)): p.read_text(encoding="utf-8") for p in paths}
+    sources = {str(p.relative_to(ctx.root)): read_text(p, str(p.relative_to(ctx.root))) for p in paths}
     digest = {name: hashlib.sha256(src.encode()).hexdigest() for name, src in sources.items()}
     chromium_only = {name for name, src in sources.items() if compiler_for(src) == "tint"}
 
