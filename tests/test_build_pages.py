@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt.build import main, markdown, pages
-from tinygpt.build.context import BuildError
+from tinygpt.build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,14 +49,14 @@ def render(root: Path) -> Path:
 
 
 def test_markdown_highlights_code_and_builds_toc_without_inline_style():
-    html, toc = markdown.render("## One\n\n| a | b |\n|--:|---|\n| 1 | 2 |\n\n### Two\n\n```python\nx = 1\n```\n")
+    html, toc, _ = markdown.render("## One\n\n| a | b |\n|--:|---|\n| 1 | 2 |\n\n### Two\n\n```python\nx = 1\n```\n")
     assert '<h2 id="one">' in html and '<span class="n">x</span>' in html
     assert 'class="align-right"' in html and "style=" not in html
     assert toc == '<ul><li class="toc-h2"><a href="#one">One</a></li><li class="toc-h3"><a href="#two">Two</a></li></ul>'
 
 
 def test_raw_html_in_markdown_is_escaped():
-    html, _ = markdown.render('<script>alert(1)</script> <b onclick="x">b</b>')
+    html, _, _ = markdown.render('<script>alert(1)</script> <b onclick="x">b</b>')
     assert "<script>" not in html and "&lt;script&gt;" in html
 
 
@@ -106,6 +106,60 @@ def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
     assert e.value.where == "content/docs/bad.md:6"
 
 
+def check_links(root: Path, files: dict[str, str]) -> BuildError:
+    """The link checker's error on MINIMAL plus files, after the steps a build runs before it."""
+    from tinygpt.build import bundle, deploy, links
+
+    ctx = Context(root=make_site(root, {**MINIMAL, **files}), out=root / "out", cache=root / ".cache")
+    for step in (bundle, pages, deploy):
+        step.run(ctx)
+    with pytest.raises(BuildError) as e:
+        links.run(ctx)
+    return e.value
+
+
+def line_of(text: str, needle: str) -> int:
+    return next(n for n, line in enumerate(text.split("\n"), 1) if needle in line)
+
+
+GUIDE = MINIMAL["content/docs/guide.md"]
+
+
+@pytest.mark.parametrize("markdown, needle", [
+    ("A paragraph\nwhose second line links [here](/docs/gone/).\n", "(/docs/gone/)"),
+    ("A [reference][r] link.\n\n[r]: /docs/gone/\n", "[r]:"),
+    ("- a list\n- with an [anchor](/docs/guide/#nowhere)\n", "#nowhere"),
+    ("![an image](/missing.png)\n", "missing.png"),
+])
+def test_a_broken_link_names_the_markdown_line_that_wrote_it(tmp_path, markdown, needle):
+    text = GUIDE + "\n" + markdown
+    e = check_links(tmp_path, {"content/docs/guide.md": text})
+    assert e.where == f"content/docs/guide.md:{line_of(text, needle)}"
+    assert "docs/guide/index.html: broken" in str(e)
+
+
+def test_a_link_shown_on_another_page_names_the_markdown_it_came_from(tmp_path):
+    explainer = '+++\ntitle = "Gate"\nmetric = "%s"\n+++\nSee\n[the numbers](/docs/gone/).\n' % FACTS["metrics"][0]["id"]
+    e = check_links(tmp_path, {"content/explainers/gate.md": explainer,
+                               "content/all.md": '+++\ntitle = "All"\ntemplate = "all.html"\n+++\n',
+                               "site/templates/all.html": "{% for e in explainers %}{{ e.html }}{% endfor %}\n"})
+    assert str(e).startswith("content/explainers/gate.md:6: all/index.html: broken link")  # all/ is checked first
+
+
+def test_a_broken_link_or_inline_style_in_a_template_names_the_template_line(tmp_path):
+    post = (REPO / "site/templates/post.html").read_text()
+    edited = post.replace("{{ page.html }}", '{{ page.html }}\n<a href="/devlog/{{ page.slug }}/#gone">x</a>')
+    e = check_links(tmp_path / "link", {"site/templates/post.html": edited})
+    assert e.where == f"site/templates/post.html:{line_of(edited, '#gone')}"  # not the {{ ... }}-only hrefs
+    e = check_links(tmp_path / "style", {"site/templates/post.html": edited.replace("#gone", "")
+                                                         .replace("{{ page.html }}", '<p style="x">{{ page.html }}</p>')})
+    assert e.where == f"site/templates/post.html:{line_of(post, '{{ page.html }}')}" and "CSP" in str(e)
+    base = (REPO / "site/templates/base.html").read_text()
+    edited = base.replace('href="/favicon.svg"', 'href="/favicon.png"')
+    e = check_links(tmp_path / "base", {"site/templates/base.html": edited})
+    assert e.where == f"site/templates/base.html:{line_of(edited, 'favicon.png')}"
+
+
 def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, capsys):
     site = make_site(tmp_path, MINIMAL)
     steps = ["bundle", "pages", "deploy", "links"]
@@ -116,7 +170,7 @@ def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, ca
     capsys.readouterr()
     assert not main.build(site, steps=steps)
     err = capsys.readouterr().err
-    assert err.startswith("error: content/docs/guide.md: docs/guide/index.html: broken link '/docs/missing/'")
+    assert err.startswith("error: content/docs/guide.md:4: docs/guide/index.html: broken link '/docs/missing/'")
     assert (dist / "docs/guide/index.html").read_text() == before
     assert not list(site.glob(".dist-*")), "the temporary folder is cleaned up"
 

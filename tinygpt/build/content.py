@@ -35,6 +35,7 @@ class Page:
     body_line: int  # line number of the body's first line in the source
     html: str = ""
     toc: str = ""
+    links: dict = field(default_factory=dict)  # href -> file:line of the Markdown that wrote it
     extra: dict = field(default_factory=dict)
 
     @property

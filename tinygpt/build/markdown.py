@@ -8,6 +8,7 @@ style attribute: the CSP allows no inline style.
 import functools
 import html
 import re
+from urllib.parse import unquote
 
 from markdown_it import MarkdownIt
 from mdit_py_plugins.anchors import anchors_plugin
@@ -64,16 +65,33 @@ def make_renderer() -> MarkdownIt:
 MD = make_renderer()
 
 
-def render(text: str) -> tuple[str, str]:
-    """Markdown source -> (body HTML, table-of-contents HTML, empty when < 2 headings)."""
+def links(tokens, text: str) -> list[tuple[str, int]]:
+    """(href, line) of every link and image, for the link checker's messages: the line that spells
+    the target (`](href`, `<href>`, or a `[ref]: href` definition anywhere), else its block's first."""
+    lines = text.split("\n")
+    found = []
+    for token in tokens:
+        if token.type != "inline" or not token.map:
+            continue
+        start, end = token.map
+        for child in token.children:
+            href = child.attrGet("href") if child.type == "link_open" else child.attrGet("src") if child.type == "image" else None
+            if href:
+                spelled = [f"{p}{h}" for h in {href, unquote(href)} for p in ("](", "](<", "]: ", "<")]
+                at = next((i for i in [*range(start, end), *range(len(lines))] if any(s in lines[i] for s in spelled)),
+                          start)
+                found.append((href, at + 1))
+    return found
+
+
+def render(text: str) -> tuple[str, str, list[tuple[str, int]]]:
+    """Markdown source -> (body HTML, table-of-contents HTML (empty when < 2 headings), links)."""
     tokens = MD.parse(text)
     body = MD.renderer.render(tokens, MD.options, {})
     entries = []
     for i, token in enumerate(tokens):
         if token.type == "heading_open" and token.tag in ("h2", "h3") and token.attrGet("id"):
             entries.append((token.tag, token.attrGet("id"), tokens[i + 1].content))
-    if len(entries) < 2:
-        return body, ""
     items = "".join(f'<li class="toc-{tag}"><a href="#{html.escape(anchor)}">{html.escape(title)}</a></li>'
                     for tag, anchor, title in entries)
-    return body, f"<ul>{items}</ul>"
+    return body, f"<ul>{items}</ul>" if len(entries) >= 2 else "", links(tokens, text)

@@ -15,6 +15,7 @@ Every template gets:
 Markdown bodies may use `{{ facts... }}` so numbers come from facts.json; the
 `pct` filter writes a fraction as a percentage (0.005 -> "0.5%").
 """
+import functools
 import hashlib
 import importlib.metadata
 import json
@@ -22,6 +23,7 @@ import os
 from pathlib import Path
 
 import jinja2
+import jinja2.meta
 from markupsafe import Markup
 
 from tinygpt.facts import FACTS
@@ -67,6 +69,16 @@ class Renderer:
         for env in (self.env, self.text_env):
             env.filters["pct"] = lambda fraction: f"{fraction * 100:g}%"
         self.assets = assets
+
+    @functools.cache
+    def chain(self, name: str) -> list[str]:
+        """name and the templates it extends, includes or imports, as site/templates/... paths."""
+        found, todo = [], [name]
+        while todo:
+            if (t := todo.pop(0)) is not None and t not in found:  # None: a name computed at render time
+                found.append(t)
+                todo += jinja2.meta.find_referenced_templates(self.env.parse(self.env.loader.get_source(self.env, t)[0]))
+        return [f"site/templates/{t}" for t in found]
 
     def substitute(self, page: content.Page) -> str:
         """The page's Markdown with `{{ facts... }}` filled in."""
@@ -160,7 +172,9 @@ def save_cache(path: Path | None, entries: dict):
 
 def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], extra: dict,
                cache_path: Path | None = None) -> list[dict]:
-    """Render pages into out/; returns what deploy needs about each (url, title, date, source, html).
+    """Render pages into out/; returns what deploy and the link checker need about each (url, title,
+    date, source, html, links: {href: "file:line" of the Markdown that wrote it}, templates: the
+    template files that rendered it).
     With cache_path, Markdown already rendered by an earlier build is reused from there."""
     renderer = Renderer(root, assets)
     cache = load_cache(cache_path)
@@ -170,7 +184,10 @@ def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], e
     todo = [k for k in texts if k not in cache]
     cache.update((k, markdown.render(texts[k])) for k in todo)
     for p, key in zip(pages, keys):
-        p.html, p.toc = cache[key]
+        p.html, p.toc, found = cache[key]
+        p.links = {}
+        for href, line in found:
+            p.links.setdefault(href, f"{p.source}:{line + p.body_line - 1}")
     save_cache(cache_path, {k: cache[k] for k in keys})
     explainers = [{"slug": p.slug, "url": p.url, "title": p.title, "pill": p.meta.get("pill", ""),
                    "metric": p.meta.get("metric", ""), "html": Markup(p.html)}
@@ -186,7 +203,8 @@ def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], e
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html, encoding="utf-8")
         written.append({"url": p.url, "title": p.title, "date": p.meta.get("date"), "kind": p.kind,
-                        "source": p.source, "html": p.html, "description": p.meta.get("description", "")})
+                        "source": p.source, "html": p.html, "description": p.meta.get("description", ""),
+                        "links": p.links, "templates": renderer.chain(p.template)})
     return written
 
 
