@@ -2,6 +2,7 @@
 CSS from the page script, errors located; `npm ci` when node_modules is stale."""
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -118,3 +119,26 @@ def test_cpu_wasm_carries_the_relaxed_build_in_a_custom_section(tmp_path):
         assert valid(flag) == ["true", "true"]
     if f"default: --no-{flag[2:]}" in options:
         assert valid() == ["true", "false"]
+
+
+def test_npm_ci_failure_names_the_lock_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(bundle.subprocess, "run",
+                        lambda cmd, **kw: bundle.subprocess.CompletedProcess(cmd, 1, "", "npm ERR! network"))
+    (tmp_path / "package-lock.json").write_text("{}")
+    with pytest.raises(BuildError, match="npm ERR! network") as e:
+        bundle.ensure_node_modules(tmp_path)
+    assert e.value.where == "package-lock.json:1"
+
+
+def test_assemblyscript_error_names_file_line_col(tmp_path):
+    if not (REPO / "node_modules" / ".bin" / "asc").exists():
+        pytest.skip("node_modules is not installed (npm ci)")
+    shutil.copytree(REPO / "webapp" / "cpu", tmp_path / "webapp" / "cpu", ignore=shutil.ignore_patterns("test"))
+    (tmp_path / "node_modules").symlink_to(REPO / "node_modules")  # read only: asc runs from it, npm never does
+    index = tmp_path / "webapp/cpu/assembly/index.ts"
+    source = index.read_text() + '\nlet broken: i32 = "text";\n'
+    index.write_text(source)
+    with pytest.raises(BuildError, match="AssemblyScript failed") as e:
+        bundle.compile_cpu_wasm(tmp_path, tmp_path / "cpu.wasm")
+    line = source.count("\n", 0, source.index('"text"')) + 1
+    assert e.value.where == f"webapp/cpu/assembly/index.ts:{line}:{len('let broken: i32 = ') + 1}"

@@ -1,7 +1,9 @@
 """The link checker: broken links and anchors, inline script/style, Pages limits."""
+from pathlib import Path
+
 import pytest
 
-from tinygpt.build import links
+from tinygpt.build import deploy, links
 from tinygpt.build.context import BuildError
 
 
@@ -60,8 +62,12 @@ def test_json_data_scripts_are_allowed(tmp_path):
 
 def test_redirect_targets_must_exist(tmp_path):
     out = site(tmp_path, {"index.html": ""})
-    with pytest.raises(BuildError, match="_redirects sends"):
+    with pytest.raises(BuildError, match="_redirects sends") as e:
         links.check_redirects(out)
+    source, target, _ = links.REDIRECTS[0]
+    code = Path(deploy.__file__).read_text().split("\n")
+    assert e.value.where == "tinygpt/build/deploy.py:%d" % next(
+        n for n, line in enumerate(code, 1) if f'"{source}", "{target}"' in line)
     for _, target, _ in links.REDIRECTS:
         site(tmp_path, {target.strip("/") + "/index.html": ""})
     links.check_redirects(out)

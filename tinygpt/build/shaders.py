@@ -112,8 +112,9 @@ def run(ctx: Context) -> str:
         except NoDawnAdapter as e:
             missing = sorted(chromium_only & set(tint_jobs))
             if missing:
+                line = sources[missing[0]].count("\n", 0, CHROMIUM_ONLY.search(sources[missing[0]]).start(1)) + 1
                 raise BuildError(f"only Tint can check {', '.join(missing)} (Chromium-only WGSL), "
-                                 f"and Dawn found no adapter: {e}") from None
+                                 f"and Dawn found no adapter: {e}", f"{missing[0]}:{line}") from None  # the enable
             tint_ran = False
             ctx.notes.append(f"shaders: Dawn found no adapter, so Tint did not check the shaders ({e})")
     for name, compiler, r in results:
