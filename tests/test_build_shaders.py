@@ -1,5 +1,7 @@
 """Shader validation with real compilers: naga through wgpu-py, Tint through Dawn."""
+import os
 import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -92,3 +94,21 @@ def test_chromium_only_shader_without_dawn_names_its_enable_line(tmp_path, monke
     with pytest.raises(BuildError, match="only Tint can check") as e:
         run(tmp_path, {"sg.wgsl": source})
     assert e.value.where == f"shaders/sg.wgsl:{location_of(source, 'enable').split(':')[0]}"
+
+
+def test_vulkan_loader_noise_stays_out_of_the_output(tmp_path, capfd, monkeypatch):
+    """libwayland prints 'error: XDG_RUNTIME_DIR is invalid or not set' per adapter where it is unset."""
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    children = []
+    real_run = subprocess.run
+
+    def run_and_keep_stderr(*args, **kwargs):
+        result = real_run(*args, **kwargs)
+        children.append(result.stderr)
+        return result
+
+    monkeypatch.setattr(subprocess, "run", run_and_keep_stderr)
+    summary = run(tmp_path, {"good.wgsl": GOOD})  # naga in this process, Tint in node where Dawn is here
+    assert "unchanged" not in summary
+    assert "XDG_RUNTIME_DIR" not in capfd.readouterr().err + "".join(children)
+    assert "XDG_RUNTIME_DIR" not in os.environ

@@ -10,11 +10,13 @@ shader fails the build with `shaders/file.wgsl:line:col: message (compiler)`.
 Passes are cached per file, source and compiler in .cache/shaders.json, so a
 warm build does not start the compilers.
 """
+import contextlib
 import hashlib
 import json
 import os
 import re
 import subprocess
+import tempfile
 from pathlib import Path
 
 from .context import BuildError, Context, read_text
@@ -38,11 +40,29 @@ def _naga_message(text: str) -> tuple[str, str | None]:
     return message + (f" ({label})" if label else ""), f"{at[1]}:{at[2]}" if at else None
 
 
+@contextlib.contextmanager
+def _quiet_wayland():
+    """libwayland, which the Vulkan drivers under wgpu and Dawn load, prints "error: XDG_RUNTIME_DIR
+    is invalid or not set in the environment." twice per adapter where that is unset (CI, containers):
+    an empty folder of our own quiets it and holds no display socket for it to find."""
+    saved = os.environ.get("XDG_RUNTIME_DIR")
+    with tempfile.TemporaryDirectory() as empty:
+        os.environ["XDG_RUNTIME_DIR"] = empty
+        try:
+            yield
+        finally:
+            if saved is None:
+                del os.environ["XDG_RUNTIME_DIR"]
+            else:
+                os.environ["XDG_RUNTIME_DIR"] = saved
+
+
 def check_naga(files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
     """name -> None if it compiles, else (message, "line:col")."""
     import wgpu
 
-    adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    with _quiet_wayland():
+        adapter = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     if adapter is None:
         raise BuildError("wgpu found no adapter to compile shaders on (on Linux: apt-get install mesa-vulkan-drivers)")
     wanted = {"shader-f16", "subgroup"} & set(adapter.features)
@@ -70,13 +90,14 @@ class NoDawnAdapter(Exception):
 
 
 def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
-    env = dict(os.environ)
-    icd = _swiftshader_icd()
-    if icd and "VK_ICD_FILENAMES" not in env:
-        env["VK_ICD_FILENAMES"] = icd
     script = Path(__file__).with_name("tint_check.mjs")
-    result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=env,
-                            capture_output=True, text=True)
+    with _quiet_wayland():
+        env = dict(os.environ)
+        icd = _swiftshader_icd()
+        if icd and "VK_ICD_FILENAMES" not in env:
+            env["VK_ICD_FILENAMES"] = icd
+        result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=env,
+                                capture_output=True, text=True)
     if result.returncode == 2:
         raise NoDawnAdapter(result.stderr.strip())
     if result.returncode != 0:
