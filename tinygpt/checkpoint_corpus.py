@@ -407,31 +407,31 @@ def at_the_limits() -> dict[str, bytes]:
     n_layer = (cap - 300) // 3 // 16
     stubs = {"format": "tinygpt", "version": 2, "tokenizer": {"type": "bytes", "vocab_size": 256},
              "config": {"vocab_size": 256, "n_layer": n_layer, "n_embd": 1, "n_head": 1, "block_size": 1}}
-    out["v2-tensor-stubs"] = join(None, b"", raw=members(stubs, b'"tensors": [' + b",".join([b"{}"] * (4 + 16 * n_layer)) + b"]"))
+    out["stubs"] = join(None, b"", raw=members(stubs, b'"tensors": [' + b",".join([b"{}"] * (4 + 16 * n_layer)) + b"]"))
     legacy_stubs = {"config": {"layers": n_layer, "dModel": 1, "heads": 1, "ctx": 1}}
     raw = members(legacy_stubs, b'"manifest": [' + b",".join([b"{}"] * (4 + 16 * n_layer)) + b"]")
-    out["v1-manifest-stubs"] = b"TGPT" + struct.pack("<II", 1, len(raw)) + raw + bytes(4)
+    out["v1-stubs"] = b"TGPT" + struct.pack("<II", 1, len(raw)) + raw + bytes(4)
     # A real model with as many tensors as fit: every entry checked, every tensor decoded.
     wide = model.GPTConfig(vocab_size=256, n_layer=340, n_embd=1, n_head=1, block_size=1)
     rng = np.random.default_rng(0)
     params = {name: rng.standard_normal(shape).astype(np.float32) for name, shape, _ in model.tensor_specs(wide)}
     many = checkpoint.to_bytes(checkpoint.Checkpoint(config=wide, params=params, provenance=PROVENANCE))
-    out["v2-340-layers"] = many
-    out["v2-340-layers-last-nan"] = many[:-4] + np.array([np.nan], "<f4").tobytes()
+    out["340-layers"] = many
+    out["340-layers-nan"] = many[:-4] + np.array([np.nan], "<f4").tobytes()
     # A loss history as long as the header holds: every point checked.
     header, data = split(v2())
     header, data = split(v2())
     room = cap - len(json.dumps(header)) - 16
     history = b",".join(fill(b'{"step":123456,"train":1.2345678901234567}', room))
-    out["v2-long-history"] = join(None, data, raw=json.dumps({**header, "history": None}).replace(
+    out["history"] = join(None, data, raw=json.dumps({**header, "history": None}).replace(
         '"history": null', '"history": [' + history.decode() + "]").encode())
     # Values a reader ignores but must still parse: small objects, numbers that overflow, escapes, nesting.
     ignored = lambda items: join(None, data, raw=members(header, b'"x": [' + b",".join(items) + b"]"))  # noqa: E731
-    out["v2-ignored-objects"] = ignored(fill(b"{}", room))
-    out["v2-ignored-infinities"] = ignored(fill(b"1e999", room))
-    out["v2-ignored-escapes"] = ignored([b'"' + b"\\u0041" * (room // 6) + b'"'])
-    out["v2-ignored-nested-lists"] = ignored(fill(b"[" * 30 + b"0" + b"]" * 30, room))
-    out["v2-ignored-nested-objects"] = ignored(fill(b'{"":' * 30 + b"0" + b"}" * 30, room))
+    out["objects"] = ignored(fill(b"{}", room))
+    out["overflows"] = ignored(fill(b"1e999", room))
+    out["escapes"] = ignored([b'"' + b"\\u0041" * (room // 6) + b'"'])
+    out["nested-lists"] = ignored(fill(b"[" * 30 + b"0" + b"]" * 30, room))
+    out["nested-objects"] = ignored(fill(b'{"":' * 30 + b"0" + b"}" * 30, room))
     return out
 
 
