@@ -10,8 +10,21 @@ from playwright.sync_api import expect
 LN_VOCAB = math.log(256)
 
 
-def open_app(open_page, browser, path: str = "/app/"):
-    visit = open_page(browser, path)
+# mulberry32: the page's only random choice is the training seed it draws with Math.random.
+SEEDED_RANDOM = """(() => {
+    let s = %d >>> 0;
+    Math.random = () => {
+        s = (s + 0x6D2B79F5) >>> 0;
+        let t = Math.imul(s ^ (s >>> 15), s | 1);
+        t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+        return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+    };
+})();"""
+
+
+def open_app(open_page, browser, path: str = "/app/", seed: int | None = None):
+    """The app, ready; with `seed`, every run it starts draws the same training seed."""
+    visit = open_page(browser, path, init_script=None if seed is None else SEEDED_RANDOM % seed)
     assert visit.response.status == 200
     page = visit.page
     expect(page.locator("#worker-status[data-ready=yes]")).to_be_visible(timeout=30_000)

@@ -12,9 +12,10 @@ Fixtures
   SwiftShader on CPU-only machines).
 - `browser_no_webgpu` (session): Chromium without that flag (no adapter on Linux),
   for the CPU fallback.
-- `open_page` (function): `open_page(browser, "/docs/", wait_until="load")` opens
-  the path (or a full URL, whose origin then counts as the site's) in a fresh
-  browser context and returns a `Visit`:
+- `open_page` (function): `open_page(browser, "/docs/", wait_until="load",
+  init_script=None)` opens the path (or a full URL, whose origin then counts as
+  the site's) in a fresh browser context, with `init_script` run first in every
+  page of it (through DevTools, so the CSP does not apply), and returns a `Visit`:
   `.page` (Playwright Page), `.response` (the navigation's Response),
   `.problems()` (console errors, page errors, failed requests, HTTP errors of
   sub-resources and requests to any other origin, as readable strings; assert it
@@ -133,9 +134,11 @@ def _origin(url: str) -> tuple[str, str]:
 def open_page(site_url):
     contexts = []
 
-    def open_(browser, path_or_url: str, wait_until: str = "load") -> Visit:
+    def open_(browser, path_or_url: str, wait_until: str = "load", init_script: str | None = None) -> Visit:
         context = browser.new_context()
         contexts.append(context)
+        if init_script:
+            context.add_init_script(init_script)
         page = context.new_page()
         # A full URL (another local server) sets the origin that counts as "ours" for this visit.
         base = "{}://{}".format(*_origin(path_or_url)) if "://" in path_or_url else site_url

@@ -5,7 +5,7 @@ import { CheckpointError, DeviceLostError, createTrainer, loadTrainer, planBlob,
 import type { GPTTrainer } from "../engine/index";
 import { Backends } from "./backends";
 import type { BackendChoice, FromWorker, Intervals, Progress, RunSettings, Status, WorkerState } from "./protocol";
-import { holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
+import { StorageFullError, holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
 
 type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
 
@@ -34,6 +34,8 @@ export class Session {
   private running = false;
   private stopSampling = false;
   private lastSaved = -1;
+  // A step's save is tried once: a failed one is not repeated (and reported again) at the end of the segment.
+  private triedSave = -1;
   private elapsedMs = 0;
   // A model loaded from a file with no run of its own (an import or a gallery
   // model): Start trains it further from these bytes on the chosen text.
@@ -82,6 +84,7 @@ export class Session {
     this.imported = null;
     this.canTrain = false;
     this.lastSaved = -1;
+    this.triedSave = -1;
     this.elapsedMs = 0;
   }
 
@@ -135,7 +138,7 @@ export class Session {
     if (!(await this.adopt(trainer, runId, true))) return this.setState(previous);
     this.lastSaved = -1;
     try {
-      await saveCorpus(trainer.dataset!.sha256, corpus);
+      await saveCorpus(runId, trainer.dataset!.sha256, corpus);
     } catch (e) {
       this.say("warn", `Could not keep a copy of the text in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
     }
@@ -260,20 +263,22 @@ export class Session {
   /** Writes the run's checkpoint unless the weights went bad; failures are reported, never fatal. */
   private async save(): Promise<void> {
     const t = this.trainer;
-    if (!t || !this.runId || this.lastSaved === t.step) return;
+    if (!t || !this.runId || this.lastSaved === t.step || this.triedSave === t.step) return;
+    this.triedSave = t.step;
+    const kept = this.lastSaved >= 0 ? `the last good checkpoint (step ${this.lastSaved}) is kept` : "no checkpoint of this run is saved yet";
     try {
       const ck = await t.checkpoint(true);
       if (!allFinite(ck.params)) {
-        this.say("error", `The weights at step ${t.step} are not finite numbers, so they were not saved; the checkpoint of step ${this.lastSaved} is kept.`);
+        this.say("error", `The weights at step ${t.step} are not finite numbers, so they were not saved; ${kept}.`);
         return;
       }
       const bytes = writeCheckpoint(ck, { producer: PRODUCER });
-      await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, bytes: bytes.length, savedAt: new Date().toISOString() }, bytes);
+      await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, savedAt: new Date().toISOString() }, bytes);
       this.lastSaved = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
     } catch (e) {
-      const full = e instanceof DOMException && e.name === "QuotaExceededError";
-      this.say("warn", `Saving the checkpoint at step ${t.step} failed${full ? ": the browser's storage for this site is full" : ` (${describe(e)})`}. Training goes on; export the model to keep it.`);
+      const why = e instanceof StorageFullError ? `: ${describe(e)}` : ` (${describe(e)})`;
+      this.say("warn", `Saving the checkpoint at step ${t.step} failed${why}; ${kept}. Training goes on; export the model to keep it.`);
     }
   }
 

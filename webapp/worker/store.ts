@@ -1,9 +1,19 @@
 // Checkpoints and corpora in the origin-private file system (OPFS).
 //
-// Each run has its own files (runs/<id>.tinygpt and runs/<id>.json), written
-// under a Web Lock named after the run, so two tabs never write the same file;
-// a checkpoint is written to a temporary file and renamed into place, so a
-// crash mid-write leaves the previous checkpoint intact.
+// A run is runs/<id>.tinygpt (the checkpoint) and runs/<id>.json (its record:
+// what the list shows, and the checkpoint's byte length), written under a Web
+// Lock named after the run, so two tabs never write the same files.
+//
+// A save never replaces a good checkpoint with a bad one: the checkpoint and
+// then the record go to temporary files, every write and each file's final
+// size are checked, and only then are they moved into place, checkpoint first.
+// A full disk or a crash before the moves leaves the previous save whole; a
+// crash between the two moves is finished by `recover` at the next start. A
+// record whose byte length is not its checkpoint's is never listed or opened.
+//
+// A temporary file's name starts with the id of the run that writes it
+// (runs/<id>.tinygpt.tmp, runs/<id>.json.tmp, corpora/<id>.<sha256>.tmp), so
+// `recover` knows whose lock must be free before it may touch the file.
 import type { ModelConfig } from "../engine/types";
 import type { CheckpointInfo } from "./protocol";
 
@@ -16,6 +26,13 @@ export interface RunMeta {
   savedAt: string;
 }
 
+export class StorageFullError extends Error {
+  constructor() {
+    super("the browser's storage for this site is full");
+    this.name = "StorageFullError";
+  }
+}
+
 const RUNS = "runs";
 const CORPORA = "corpora";
 export const lockName = (id: string) => `tinygpt-run-${id}`;
@@ -25,22 +42,31 @@ async function dir(name: string): Promise<FileSystemDirectoryHandle> {
   return root.getDirectoryHandle(name, { create: true });
 }
 
-async function writeFile(folder: FileSystemDirectoryHandle, name: string, bytes: Uint8Array): Promise<void> {
-  const tmp = `${name}.tmp`;
-  const handle = await folder.getFileHandle(tmp, { create: true });
-  const access = await handle.createSyncAccessHandle();
+const entries = (folder: FileSystemDirectoryHandle) => folder as unknown as AsyncIterable<[string, FileSystemHandle]>;
+const remove = (folder: FileSystemDirectoryHandle, name: string) => folder.removeEntry(name).catch(() => undefined);
+const move = (handle: FileSystemFileHandle, name: string) => (handle as FileSystemFileHandle & { move(name: string): Promise<void> }).move(name);
+
+/** A new temporary file holding exactly `bytes`; on any failure it is removed. */
+async function writeTemp(folder: FileSystemDirectoryHandle, tmp: string, bytes: Uint8Array): Promise<FileSystemFileHandle> {
   try {
-    access.truncate(0);
-    let done = 0;
-    while (done < bytes.length) done += access.write(bytes.subarray(done), { at: done });
-    access.flush();
+    const handle = await folder.getFileHandle(tmp, { create: true });
+    const access = await handle.createSyncAccessHandle();
+    try {
+      access.truncate(0);
+      // Out of quota, Chromium's write() stores part of the buffer and returns
+      // 4294967288 instead of throwing: any count but the whole is a failure.
+      if (access.write(bytes, { at: 0 }) !== bytes.length) throw new StorageFullError();
+      access.flush();
+      const size = access.getSize();
+      if (size !== bytes.length) throw new Error(`${tmp} holds ${size} bytes after writing ${bytes.length}`);
+    } finally {
+      access.close();
+    }
+    return handle;
   } catch (e) {
-    access.close();
-    await folder.removeEntry(tmp).catch(() => undefined);
-    throw e;
+    await remove(folder, tmp);
+    throw e instanceof DOMException && e.name === "QuotaExceededError" ? new StorageFullError() : e;
   }
-  access.close();
-  await (handle as FileSystemFileHandle & { move(name: string): Promise<void> }).move(name);
 }
 
 async function readFile(folder: FileSystemDirectoryHandle, name: string): Promise<Uint8Array> {
@@ -48,23 +74,38 @@ async function readFile(folder: FileSystemDirectoryHandle, name: string): Promis
   return new Uint8Array(await file.arrayBuffer());
 }
 
-export async function saveRun(meta: RunMeta, bytes: Uint8Array): Promise<void> {
+async function size(folder: FileSystemDirectoryHandle, name: string): Promise<number> {
+  return (await (await folder.getFileHandle(name)).getFile()).size;
+}
+
+export async function saveRun(meta: Omit<RunMeta, "bytes">, bytes: Uint8Array): Promise<void> {
   const folder = await dir(RUNS);
-  await writeFile(folder, `${meta.id}.tinygpt`, bytes);
-  await writeFile(folder, `${meta.id}.json`, new TextEncoder().encode(JSON.stringify(meta)));
+  const [ckptTmp, recordTmp] = [`${meta.id}.tinygpt.tmp`, `${meta.id}.json.tmp`];
+  let record: FileSystemFileHandle;
+  try {
+    const ckpt = await writeTemp(folder, ckptTmp, bytes);
+    record = await writeTemp(folder, recordTmp, new TextEncoder().encode(JSON.stringify({ ...meta, bytes: bytes.length })));
+    await move(ckpt, `${meta.id}.tinygpt`);
+  } catch (e) {
+    // The record's first: left alone, it would tell `recover` the checkpoint had been moved.
+    await remove(folder, recordTmp);
+    await remove(folder, ckptTmp);
+    throw e;
+  }
+  await move(record, `${meta.id}.json`);
 }
 
 export async function loadRun(id: string): Promise<{ meta: RunMeta; bytes: Uint8Array }> {
   const folder = await dir(RUNS);
   const meta = JSON.parse(new TextDecoder().decode(await readFile(folder, `${id}.json`))) as RunMeta;
-  return { meta, bytes: await readFile(folder, `${id}.tinygpt`) };
+  const bytes = await readFile(folder, `${id}.tinygpt`);
+  if (bytes.length !== meta.bytes) throw new Error(`its checkpoint is ${bytes.length} bytes, but its record says ${meta.bytes}`);
+  return { meta, bytes };
 }
 
 export async function deleteRun(id: string): Promise<void> {
   const folder = await dir(RUNS);
-  for (const name of [`${id}.json`, `${id}.tinygpt`, `${id}.tinygpt.tmp`, `${id}.json.tmp`]) {
-    await folder.removeEntry(name).catch(() => undefined);
-  }
+  for (const name of [`${id}.json`, `${id}.tinygpt`, `${id}.json.tmp`, `${id}.tinygpt.tmp`]) await remove(folder, name);
 }
 
 /** Saved runs, newest first; `busy` when another tab holds the run's lock. */
@@ -72,25 +113,63 @@ export async function listRuns(currentId: string | null): Promise<CheckpointInfo
   const folder = await dir(RUNS);
   const held = new Set(((await navigator.locks.query()).held ?? []).map((l) => l.name));
   const out: CheckpointInfo[] = [];
-  for await (const [name, handle] of folder as unknown as AsyncIterable<[string, FileSystemHandle]>) {
+  for await (const [name, handle] of entries(folder)) {
     if (!name.endsWith(".json") || handle.kind !== "file") continue;
     try {
       const meta = JSON.parse(await (await (handle as FileSystemFileHandle).getFile()).text()) as RunMeta;
+      if ((await size(folder, `${meta.id}.tinygpt`)) !== meta.bytes) continue;
       out.push({ id: meta.id, step: meta.step, model: meta.model, dataset: meta.dataset?.name ?? null, bytes: meta.bytes, savedAt: meta.savedAt, busy: meta.id !== currentId && held.has(lockName(meta.id)), current: meta.id === currentId });
     } catch {
-      // A metadata file cut short by a crash: its run stays on disk but is not offered.
+      // A record cut short, or one not of the checkpoint beside it (another tab
+      // between its two moves, or a crash there before `recover`): not offered.
     }
   }
   return out.sort((a, b) => b.savedAt.localeCompare(a.savedAt));
 }
 
-export async function saveCorpus(sha256: string, bytes: Uint8Array): Promise<void> {
-  const folder = await dir(CORPORA);
-  try {
-    await folder.getFileHandle(sha256);
-  } catch {
-    await writeFile(folder, sha256, bytes);
+/**
+ * Finishes or removes what a tab that crashed mid-save left behind. Only for
+ * runs no tab holds: a held run's temporary files may be mid-write right now.
+ */
+export async function recover(): Promise<void> {
+  const runs = await dir(RUNS);
+  const temps = new Map<string, { folder: FileSystemDirectoryHandle; name: string }[]>();
+  for (const folder of [runs, await dir(CORPORA)]) {
+    for await (const [name, handle] of entries(folder)) {
+      if (handle.kind !== "file" || !name.endsWith(".tmp")) continue;
+      const id = name.slice(0, name.indexOf("."));
+      temps.set(id, [...(temps.get(id) ?? []), { folder, name }]);
+    }
   }
+  for (const [id, files] of temps) {
+    const lock = await holdRunLock(id);
+    if (!lock.ok) continue;
+    try {
+      const names = new Set(files.map((f) => f.name));
+      // A whole record without its checkpoint's temporary file: the checkpoint
+      // was moved into place and the crash came before the record's move.
+      if (names.has(`${id}.json.tmp`) && !names.has(`${id}.tinygpt.tmp`)) {
+        await move(await runs.getFileHandle(`${id}.json.tmp`), `${id}.json`);
+      }
+      // The rest goes (a record just moved is no longer there to remove).
+      for (const f of files) await remove(f.folder, f.name);
+    } finally {
+      lock.release();
+    }
+  }
+}
+
+/** Keeps the text a run trains on, once per content; `runId` is the run whose lock is held. */
+export async function saveCorpus(runId: string, sha256: string, bytes: Uint8Array): Promise<void> {
+  const folder = await dir(CORPORA);
+  // A copy of another size was cut short by an older version of this store.
+  if ((await size(folder, sha256).catch(() => -1)) === bytes.length) return;
+  const tmp = `${runId}.${sha256}.tmp`;
+  const handle = await writeTemp(folder, tmp, bytes);
+  await move(handle, sha256).catch(async (e) => {
+    await remove(folder, tmp);
+    throw e;
+  });
 }
 
 export async function loadCorpus(sha256: string): Promise<Uint8Array | null> {

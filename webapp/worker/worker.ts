@@ -6,7 +6,7 @@ import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
 import { deviceClaims, measureStep } from "./measure";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
-import { deleteRun, holdRunLock, listRuns } from "./store";
+import { deleteRun, holdRunLock, listRuns, recover } from "./store";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 
@@ -15,9 +15,12 @@ function post(msg: FromWorker, transfer: Transferable[] = []): void {
 }
 
 const session = new Session(post);
+// What a crashed tab left mid-save is dealt with before runs are listed or saved.
+let recovered = Promise.resolve();
 
 async function checkpoints(): Promise<void> {
   try {
+    await recovered;
     post({ type: "checkpoints", list: await listRuns(session.status().runId) });
   } catch (e) {
     post({ type: "message", level: "warn", text: `Saved runs cannot be listed: browser storage is unavailable (${(e as Error).message}).` });
@@ -44,6 +47,10 @@ async function handle(msg: ToWorker): Promise<void> {
     }
     case "init":
       registerCpuBackend(msg.wasmUrl);
+      // Only the page's own worker gets init (CPU helper threads run this script too).
+      // Unusable storage is reported by the listing that follows.
+      recovered = recover().catch(() => undefined);
+      exclusive(() => recovered);
       return post({ type: "status", status: session.status() });
     case "pause":
       return session.pause();
