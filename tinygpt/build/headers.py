@@ -7,6 +7,8 @@ the path applies, in order; a `!` entry detaches a header set by an earlier rule
 """
 import re
 
+from tinygpt.facts import FACTS
+
 CSP = "; ".join([
     "default-src 'self'",
     "script-src 'self' 'wasm-unsafe-eval'",  # WebAssembly CPU backend; no inline script
@@ -17,6 +19,9 @@ CSP = "; ".join([
     "object-src 'none'",
     "base-uri 'self'",
     "frame-ancestors 'none'",
+    "form-action 'none'",  # the site has no forms that submit anywhere
+    "require-trusted-types-for 'script'",  # script sinks (innerHTML, new Worker, ...) take no plain strings
+    f"trusted-types {FACTS['app']['trusted_types_policy']}",  # the one policy: Worker scripts from /assets/ (webapp/trusted.ts)
 ])
 
 SHORT_CACHE = "public, max-age=0, must-revalidate"  # HTML, manifests, feed: revalidate, cheap with ETags

@@ -1,5 +1,6 @@
 // The page's side of the worker: typed send, listeners per message type, and
 // a ping that proves the worker started.
+import { workerUrl } from "../trusted";
 import type { FromWorker, ToWorker } from "../worker/protocol";
 
 type Listener<T extends FromWorker["type"]> = (msg: Extract<FromWorker, { type: T }>) => void;
@@ -10,7 +11,7 @@ export class WorkerClient {
   private nextPing = 1;
 
   constructor(url: string, onError: (text: string) => void) {
-    this.worker = new Worker(url, { type: "module", name: "tinygpt-trainer" });
+    this.worker = new Worker(workerUrl(url), { type: "module", name: "tinygpt-trainer" });
     this.worker.onmessage = (ev: MessageEvent<FromWorker>) => {
       for (const fn of this.listeners.get(ev.data.type) ?? []) fn(ev.data);
     };

@@ -15,6 +15,7 @@
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
+import { workerUrl } from "../trusted";
 import { gatedRelaxed } from "./gate";
 import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
 import { withSharedMemory } from "./wasm";
@@ -119,7 +120,7 @@ export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptio
   const relaxed = !compiled && opts.relaxed !== false ? await gatedRelaxed(opts.wasm as BufferSource) : null;
   const bytes = compiled ? null : relaxed ?? (opts.wasm as BufferSource);
   const canShare = typeof SharedArrayBuffer !== "undefined" && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
-  const spawn = opts.spawn ?? (opts.workerUrl !== undefined ? () => new Worker(opts.workerUrl!, { type: "module" }) : null);
+  const spawn = opts.spawn ?? (opts.workerUrl !== undefined ? () => new Worker(workerUrl(opts.workerUrl!), { type: "module" }) : null);
   if (opts.threads > 1 && canShare && spawn && bytes) {
     const helpers: WorkerLike[] = [];
     try {
