@@ -14,11 +14,6 @@ const PRODUCER = "tinygpt-web";
 // Steps whose timing the tokens/s figure averages over.
 const RATE_WINDOW = 20;
 
-export function allFinite(a: Float32Array): boolean {
-  for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) return false;
-  return true;
-}
-
 function describe(e: unknown): string {
   return e instanceof Error ? e.message : String(e);
 }
@@ -267,16 +262,13 @@ export class Session {
     this.triedSave = t.step;
     const kept = this.lastSaved >= 0 ? `the last good checkpoint (step ${this.lastSaved}) is kept` : "no checkpoint of this run is saved yet";
     try {
-      const ck = await t.checkpoint(true);
-      if (!allFinite(ck.params)) {
-        this.say("error", `The weights at step ${t.step} are not finite numbers, so they were not saved; ${kept}.`);
-        return;
-      }
-      const bytes = writeCheckpoint(ck, { producer: PRODUCER });
+      // The writer refuses non-finite weights or moments, as every reader would.
+      const bytes = writeCheckpoint(await t.checkpoint(true), { producer: PRODUCER });
       await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, savedAt: new Date().toISOString() }, bytes);
       this.lastSaved = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
     } catch (e) {
+      if (e instanceof CheckpointError) return this.say("error", `The checkpoint at step ${t.step} was not saved: ${describe(e)}; ${kept}.`);
       const why = e instanceof StorageFullError ? `: ${describe(e)}` : ` (${describe(e)})`;
       this.say("warn", `Saving the checkpoint at step ${t.step} failed${why}; ${kept}. Training goes on; export the model to keep it.`);
     }
