@@ -7,6 +7,7 @@ sends, and that script polls /__livereload for the build number, so the built
 files never contain it and the CSP needs no exception.
 """
 import http.server
+import sys
 import threading
 from functools import partial
 from pathlib import Path
@@ -127,12 +128,18 @@ class Handler(http.server.SimpleHTTPRequestHandler):
             self.wfile.write(body)
 
 
+class Server(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request, client_address):
+        # A browser that drops a connection mid-response (a cancelled fetch, a closed tab) is no fault of ours.
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
+
+
 def make_server(dist: Path, port: int = 0, live: LiveReload | None = None) -> http.server.ThreadingHTTPServer:
     """A server bound to 127.0.0.1 (port 0 picks a free one); call serve_forever()."""
-    handler = partial(Handler, dist=Path(dist), live=live)
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
-    server.daemon_threads = True
-    return server
+    return Server(("127.0.0.1", port), partial(Handler, dist=Path(dist), live=live))
 
 
 def start_in_thread(dist: Path, port: int = 0, live: LiveReload | None = None) -> tuple[http.server.ThreadingHTTPServer, str]:
