@@ -54,7 +54,7 @@ class Checkpoint:
     params: dict[str, np.ndarray]  # float32, canonical order and storage shapes
     m: dict[str, np.ndarray] | None = None  # Adam moments, float32, same keys
     v: dict[str, np.ndarray] | None = None
-    trainer: dict | None = None  # {"step", "adam_step"?, "config": TrainConfig dict or None for legacy imports}
+    trainer: dict | None = None  # {"step", "adam_step"?, "config": TrainConfig dict or None for legacy imports, "run"?}
     history: list[dict] = field(default_factory=list)  # [{"step", "train", "val"?}]
     dataset: dict | None = None  # {"name", "bytes", "sha256"}
     provenance: dict = field(default_factory=dict)  # {"created", "producer", "commit"?, "corpus_sha256"?}
@@ -408,17 +408,25 @@ def _trainer(raw, moments: bool) -> dict | None:
         if not moments:
             raise CheckpointError("adam_step_moments")
         out["adam_step"] = adam_step
-    tc = raw.get("config")
-    if not isinstance(tc, dict):
+    if not isinstance(raw.get("config"), dict):
         raise CheckpointError("train_config")
-    config = {}
-    for key, rule in FORMAT["trainer_config"].items():
+    out["config"] = _ranged(raw["config"], FORMAT["trainer_config"], "train_key")
+    if raw.get("run") is not None:
+        if not isinstance(raw["run"], dict):
+            raise CheckpointError("run_object")
+        out["run"] = _ranged(raw["run"], FORMAT["run_settings"], "run_key")
+    return out
+
+
+def _ranged(raw: dict, table: dict, rule: str) -> dict:
+    """The fields of a facts range table (trainer_config, run_settings), each checked in the table's order."""
+    out = {}
+    for key, bounds in table.items():
         if key.startswith("_"):
             continue
-        if not _in_range(tc.get(key), rule):
-            raise CheckpointError("train_key", key=key, range=_rule_text(rule))
-        config[key] = int(tc[key]) if rule.get("integer") else tc[key]
-    out["config"] = config
+        if not _in_range(raw.get(key), bounds):
+            raise CheckpointError(rule, key=key, range=_rule_text(bounds))
+        out[key] = int(raw[key]) if bounds.get("integer") else raw[key]
     return out
 
 
@@ -574,6 +582,7 @@ def summary(ckpt: Checkpoint) -> dict:
     trainer = ckpt.trainer or {}
     return {"ok": True, "version": ckpt.version, "dtype": ckpt.dtype, "config": ckpt.config.to_dict(),
             "step": trainer.get("step", 0), "adam_step": trainer.get("adam_step"), "train": trainer.get("config"),
+            "run": trainer.get("run"),
             "history": ckpt.history, "dataset": ckpt.dataset,
             "params": digest(ckpt.params), "m": digest(ckpt.m), "v": digest(ckpt.v)}
 

@@ -34,6 +34,7 @@ ERRORS = FORMAT["errors"]
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=4, n_head=1, block_size=2)
 TRAIN = {"batch_size": 2, "lr": 0.01, "beta1": 0.9, "beta2": 0.95, "eps": 1e-08, "weight_decay": 0.1,
          "grad_clip": 1.0, "warmup_steps": 10, "seed": 7}
+RUN = {"target_steps": 400, "eval_every": 50, "save_every": 25, "elapsed_ms": 1234.5}
 HISTORY = [{"step": 1, "train": 5.5}, {"step": 2, "train": 5.25, "val": 5.5}, {"step": 3, "train": 5.0}]
 DATASET = {"name": "sonnets.txt", "bytes": 1234, "sha256": "ab" * 32}
 PROVENANCE = {"created": "2026-12-01T00:00:00+00:00", "producer": "tinygpt corpus"}
@@ -61,11 +62,11 @@ def digest(ts: dict | None, dtype: str = "f4") -> str | None:
     return hashlib.sha256(flat.astype(dtype).astype("<f4").tobytes()).hexdigest()
 
 
-def ok(*, version=2, dtype="f32", step=3, adam_step=None, train=TRAIN, history=HISTORY, dataset=DATASET,
+def ok(*, version=2, dtype="f32", step=3, adam_step=None, train=TRAIN, run=None, history=HISTORY, dataset=DATASET,
        moments=False) -> dict:
     """The summary a reader must print for a file with these contents."""
     return {"ok": True, "version": version, "dtype": dtype, "config": CONFIG.to_dict(), "step": step,
-            "adam_step": adam_step, "train": train, "history": history, "dataset": dataset,
+            "adam_step": adam_step, "train": train, "run": run, "history": history, "dataset": dataset,
             "params": digest(W, "f2" if dtype == "f16" else "f4"), "m": digest(MOM) if moments else None,
             "v": digest(VAR) if moments else None}
 
@@ -234,6 +235,7 @@ def cases() -> dict[str, tuple[bytes, dict]]:
                                                                h["tensors"][0].update(note="kept"),
                                                                h["tokenizer"].update(merges=None)]), ok()
     c["v2-trailing-bytes"] = good + bytes(100), ok()
+    c["v2-run-settings"] = edit(good, put(["trainer", "run"], RUN)), ok(run=RUN)
     c["v2-overwritten-huge-number"] = join(None, data, raw=members(header, b'"x": 1e400, "x": 1')), ok()
     c["v2-prototype-names"] = edit(good, lambda h: h.update({"toString": 1, "__proto__": {"format": "x"}})), ok()
     c["v1-f32-adam"] = legacy(), legacy_ok()
@@ -335,6 +337,11 @@ def cases() -> dict[str, tuple[bytes, dict]]:
         rule = FORMAT["trainer_config"][key]
         c[f"trainer-config-{key}-{'missing' if value is DELETE else json.dumps(value)}"] = \
             edit(good, put(["trainer", "config", key], value)), bad("train_key", key=key, range=checkpoint._rule_text(rule))
+    c["trainer-run-list"] = edit(good, put(["trainer", "run"], [])), bad("run_object")
+    for key, value in (("target_steps", 1.5), ("eval_every", 0), ("save_every", DELETE), ("elapsed_ms", -1)):
+        c[f"trainer-run-{key}-{'missing' if value is DELETE else json.dumps(value)}"] = \
+            edit(good, lambda h, k=key, v=value: [h["trainer"].update(run=dict(RUN)), put(["trainer", "run", k], v)(h)]), \
+            bad("run_key", key=key, range=checkpoint._rule_text(FORMAT["run_settings"][key]))
     c["history-not-list"] = edit(good, put(["history"], {"step": 1})), bad("history_list", where="header.history")
     c["history-step-fraction"] = edit(good, put(["history", 1, "step"], 1.5)), \
         bad("history_point", where="header.history", index=1)

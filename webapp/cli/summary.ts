@@ -29,6 +29,7 @@ export function summary(ck: ReadCheckpoint): Record<string, unknown> {
     step: ck.step,
     adam_step: ck.adamStep ?? null,
     train: ck.train,
+    run: ck.run ?? null,
     history: ck.history,
     dataset: ck.dataset,
     params: digest(ck.params),

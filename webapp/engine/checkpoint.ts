@@ -9,7 +9,7 @@
 // the rest); decodeCheckpoint then reads the data and refuses non-finite
 // values. Nothing is allocated for what a header merely claims.
 
-import type { DatasetInfo, HistoryPoint, ModelConfig, TrainConfig } from "./types";
+import type { DatasetInfo, HistoryPoint, ModelConfig, RunRecord, TrainConfig } from "./types";
 import { FACTS, paramCount, shapeOf, tensorLayout } from "./model";
 import { floatToHalf, halfToFloat } from "./f16";
 
@@ -29,6 +29,8 @@ export interface Checkpoint {
   /** Steps the Adam moments have seen, when fewer than `step` (training continued from a file without them). */
   adamStep?: number;
   train: TrainConfig | null;
+  /** The run's own settings and training time, where the file records them (the app's saves do). */
+  run?: RunRecord;
   history: HistoryPoint[];
   dataset: DatasetInfo | null;
   provenance: Record<string, unknown>;
@@ -134,7 +136,7 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
     config: Object.fromEntries(FMT.config_keys.map((k) => [k, c.model[k as keyof ModelConfig]])),
     tokenizer: { type: "bytes", vocab_size: c.model.vocab_size },
     tensors: parts.map((p) => p.entry),
-    trainer: c.train ? { step: c.step, ...(withOpt && c.adamStep !== undefined && c.adamStep !== c.step ? { adam_step: c.adamStep } : {}), config: c.train } : null,
+    trainer: c.train ? { step: c.step, ...(withOpt && c.adamStep !== undefined && c.adamStep !== c.step ? { adam_step: c.adamStep } : {}), config: c.train, ...(c.run ? { run: c.run } : {}) } : null,
     history: thinHistory(c.history).map((h) => (h.val === undefined ? { step: h.step, train: h.train } : { step: h.step, train: h.train, val: h.val })),
     dataset: c.dataset,
     provenance,
@@ -342,7 +344,7 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
   spans.sort((a, b) => a.offset - b.offset || a.index - b.index);
   for (let i = 1; i < spans.length; i++) if (spans[i].offset < spans[i - 1].end) fail("tensor_overlap", { a: spans[i - 1].name, b: spans[i].name });
 
-  const { step, adamStep, train } = trainerFrom(get(h, "trainer"), moments);
+  const { step, adamStep, train, run } = trainerFrom(get(h, "trainer"), moments);
   // Every entry is now known to hold real bytes of the file, so listing the layers costs what the file does.
   const layout = tensorLayout(model);
   return {
@@ -354,6 +356,7 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
     step,
     ...(adamStep !== undefined ? { adamStep } : {}),
     train,
+    ...(run ? { run } : {}),
     history: historyFrom(get(h, "history"), "header.history", { train: ["train"], val: ["val"] }),
     dataset: datasetFrom(get(h, "dataset")),
     provenance: provenanceFrom(get(h, "provenance")),
@@ -362,7 +365,6 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
 }
 
 type Range = { integer?: boolean; min?: number; max?: number; above?: number; below?: number };
-const TRAIN_RULES = Object.entries(FMT.trainer_config).filter(([k]) => !k.startsWith("_")) as [string, Range][];
 
 /** A trainer_config range in words, for its error message. */
 function ruleText(r: Range): string {
@@ -376,7 +378,19 @@ function inRange(x: unknown, r: Range): boolean {
   return x >= (r.min ?? -Infinity) && x <= (r.max ?? Infinity) && x > (r.above ?? -Infinity) && x < (r.below ?? Infinity);
 }
 
-function trainerFrom(raw: unknown, moments: boolean): { step: number; adamStep?: number; train: TrainConfig | null } {
+/** The fields of a facts range table (trainer_config, run_settings), each checked in the table's order. */
+function ranged(raw: Json, table: Record<string, unknown>, rule: Rule): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const [key, bounds] of Object.entries(table) as [string, Range][]) {
+    if (key.startsWith("_")) continue;
+    const x = get(raw, key);
+    if (!inRange(x, bounds)) fail(rule, { key, range: ruleText(bounds) });
+    out[key] = x as number;
+  }
+  return out;
+}
+
+function trainerFrom(raw: unknown, moments: boolean): { step: number; adamStep?: number; train: TrainConfig | null; run?: RunRecord } {
   if (raw === undefined || raw === null) return { step: 0, train: null };
   const step = isObject(raw) ? int(get(raw, "step")) : null;
   if (step === null) return fail("trainer");
@@ -388,13 +402,10 @@ function trainerFrom(raw: unknown, moments: boolean): { step: number; adamStep?:
   }
   const tc = get(t, "config");
   if (!isObject(tc)) return fail("train_config");
-  const train: Record<string, number> = {};
-  for (const [key, rule] of TRAIN_RULES) {
-    const x = get(tc, key);
-    if (!inRange(x, rule)) fail("train_key", { key, range: ruleText(rule) });
-    train[key] = x as number;
-  }
-  return { step, ...(adamStep !== undefined ? { adamStep } : {}), train: train as unknown as TrainConfig };
+  const train = ranged(tc, FMT.trainer_config, "train_key") as unknown as TrainConfig;
+  const run = given(t, "run");
+  if (run !== undefined && !isObject(run)) fail("run_object");
+  return { step, ...(adamStep !== undefined ? { adamStep } : {}), train, ...(run !== undefined ? { run: ranged(run as Json, FMT.run_settings, "run_key") as unknown as RunRecord } : {}) };
 }
 
 /** aliases: the file's names for the train and val losses. */

@@ -23,6 +23,14 @@ export interface TrainConfig {
   seed: number;
 }
 
+/** A run's own settings and training time, kept in its checkpoint (facts.json format.run_settings). */
+export interface RunRecord {
+  target_steps: number;
+  eval_every: number;
+  save_every: number;
+  elapsed_ms: number;
+}
+
 /** Parameters and AdamW moments as flat f32 arrays in the canonical tensor order. */
 export interface ParamState {
   params: Float32Array;

@@ -31,6 +31,7 @@ function sample(withOptimizer: boolean): Checkpoint {
     v: withOptimizer ? randoms(n, 3).map(Math.abs) : undefined,
     step: 42,
     train: TRAIN,
+    run: { target_steps: 400, eval_every: 50, save_every: 25, elapsed_ms: 1234.5 },
     history: [{ step: 1, train: 5.5 }, { step: 2, train: 5.25, val: 5.5 }],
     dataset: { name: "sonnets.txt", bytes: 1234, sha256: "ab".repeat(32) },
     provenance: {},
@@ -52,6 +53,7 @@ test("version 2 round trip keeps every tensor and field", () => {
   assert.deepEqual(back.v, ck.v);
   assert.equal(back.step, 42);
   assert.deepEqual(back.train, TRAIN);
+  assert.deepEqual(back.run, ck.run);
   assert.deepEqual(back.history, ck.history);
   assert.deepEqual(back.dataset, ck.dataset);
   assert.equal(back.provenance.producer, "test");
