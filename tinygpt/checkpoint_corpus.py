@@ -363,6 +363,9 @@ def cases() -> dict[str, tuple[bytes, dict]]:
     c["weights-f16-infinity"] = poke(half, 0, 0, np.inf, "<f2"), bad("non_finite", name=first)
     c["moment-nan"] = poke(full, n + 2, 0, np.nan), bad("non_finite", name=M + header["tensors"][2]["name"])
     c["moment-v-negative"] = poke(full, 2 * n + 1, 1, -1.0), bad("negative_moment", name=V + second["name"])
+    # Non-finite values are looked for in the whole tensor before negative ones.
+    c["moment-v-negative-then-nan"] = poke(poke(full, 2 * n + 1, 1, -1.0), 2 * n + 1, 2, np.nan), \
+        bad("non_finite", name=V + second["name"])
 
     # Version 1.
     c["v1-config-missing"] = legacy_edit(put(["config"], DELETE)), bad("legacy_config")

@@ -95,11 +95,10 @@ interface Part {
   data: Float32Array;
 }
 
-function checkFinite(name: string, a: Float32Array, moment: boolean): void {
-  for (let i = 0; i < a.length; i++) {
-    if (!Number.isFinite(a[i])) fail("non_finite", { name });
-    if (moment && a[i] < 0) fail("negative_moment", { name });
-  }
+/** Non-finite values first, over the whole tensor, then (second moments) negative ones, as the Python reader checks. */
+function checkFinite(name: string, a: Float32Array, secondMoment: boolean): void {
+  for (let i = 0; i < a.length; i++) if (!Number.isFinite(a[i])) fail("non_finite", { name });
+  if (secondMoment) for (let i = 0; i < a.length; i++) if (a[i] < 0) fail("negative_moment", { name });
 }
 
 /**
