@@ -1,12 +1,14 @@
 """The built site in headless Chromium, served with the production headers."""
 import re
 import xml.etree.ElementTree as ET
+from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
 
 from appdriver import wait_for
 
+ROOT = Path(__file__).resolve().parent.parent
 ATOM = "{http://www.w3.org/2005/Atom}"
 SITEMAP = "{http://www.sitemaps.org/schemas/sitemap/0.9}"
 PLACEHOLDER = re.compile(r"lorem ipsum|\bTODO\b|\bTBD\b|\bFIXME\b", re.I)
@@ -120,3 +122,26 @@ def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_devlog_home_and_feed_list_posts_newest_first_by_date_and_time(browser, open_page, site_url):
+    from tinygpt.build import content, pages
+
+    posts = sorted((p for p in content.load(ROOT) if p.kind == "devlog"), key=pages.published, reverse=True)
+    expected = [p.url for p in posts]
+    assert len({pages.published(p) for p in posts}) == len(posts), "two posts share a date and time"
+    visit = open_page(browser, "/devlog/")
+    listed = visit.page.locator(".post-list li > a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert listed == expected
+    stamps = visit.page.locator(".post-list time").evaluate_all("ts => ts.map(t => t.getAttribute('datetime'))")
+    assert stamps == [pages.published(p).isoformat() for p in posts]
+    visit.goto("/")
+    home = visit.page.locator(".post-list li > a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
+    assert home == expected[:3]
+    with urlopen(site_url + "/feed.xml") as r:
+        feed = ET.fromstring(r.read())
+    entries = feed.findall(f"{ATOM}entry")
+    assert [e.find(f"{ATOM}id").text.removeprefix(pages.SITE_URL) for e in entries] == expected
+    assert [e.find(f"{ATOM}updated").text for e in entries] == [
+        pages.published(p).strftime("%Y-%m-%dT%H:%M:%SZ") for p in posts]
+    assert visit.problems() == []

@@ -65,7 +65,7 @@ def test_urls_are_folder_style(tmp_path):
     write(tmp_path, "index.md", '+++\ntitle = "Home"\n+++\n')
     write(tmp_path, "roadmap.md", '+++\ntitle = "R"\n+++\n')
     write(tmp_path, "docs/getting-started.md", '+++\ntitle = "G"\n+++\n')
-    write(tmp_path, "devlog/2026-11-30-a.md", '+++\ntitle = "A"\ndate = 2026-11-30\nslug = "a"\n+++\n')
+    write(tmp_path, "devlog/2026-11-30-a.md", '+++\ntitle = "A"\ndate = 2026-11-30\ntime = "12:00"\nslug = "a"\n+++\n')
     urls = {p.source: p.url for p in content.load(tmp_path)}
     assert urls == {"content/index.md": "/", "content/roadmap.md": "/roadmap/",
                     "content/docs/getting-started.md": "/docs/getting-started/", "content/devlog/2026-11-30-a.md": "/devlog/a/"}
@@ -102,11 +102,26 @@ def test_pages_deeper_than_one_folder_are_refused(tmp_path):
     assert e.value.where == "content/docs/more/x.md:1"
 
 
-def test_devlog_needs_a_date(tmp_path):
+def test_devlog_needs_a_date_and_a_time(tmp_path):
     write(tmp_path, "devlog/x.md", '+++\ntitle = "X"\n+++\n')
     with pytest.raises(BuildError, match="needs a date") as e:
         content.load(tmp_path)
     assert e.value.where == "content/devlog/x.md:1"
+    write(tmp_path, "devlog/x.md", '+++\ntitle = "X"\ndate = 2026-11-30\n+++\n')
+    with pytest.raises(BuildError, match=r"needs a time \(HH:MM, UTC\)") as e:
+        content.load(tmp_path)
+    assert e.value.where == "content/devlog/x.md:1"
+
+
+@pytest.mark.parametrize("value", ['"9:05"', '"24:00"', '"12:60"', '"12:00:00"', '"noon"', '"12:00Z"'])
+def test_a_bad_time_names_its_line(value):
+    e = parse_error(f'+++\ntitle = "T"\ndate = 2026-11-30\n\ntime = {value}\n+++\n')
+    assert "is not HH:MM (24-hour clock, UTC)" in str(e) and e.where == "content/docs/x.md:5"
+
+
+def test_a_toml_time_is_the_wrong_type():
+    e = parse_error('+++\ntitle = "T"\ntime = 12:00:00\n+++\n')
+    assert "'time' has the wrong type" in str(e) and e.where == "content/docs/x.md:3"
 
 
 def test_explainer_pill_must_be_a_known_lever(tmp_path):

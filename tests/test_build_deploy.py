@@ -35,6 +35,7 @@ def test_sitemap_and_feed_are_valid_xml(tmp_path):
     pages = [
         {"url": "/", "title": "Home", "date": None, "kind": "page", "html": "", "description": ""},
         {"url": "/devlog/a/", "title": "A & B", "date": datetime.date(2026, 11, 30), "kind": "devlog",
+         "published": datetime.datetime(2026, 11, 30, 14, 13, tzinfo=datetime.timezone.utc),
          "html": "<p>Hi</p>", "description": "first"},
         {"url": "/404.html", "title": "404", "date": None, "kind": "special", "html": "", "description": ""},
     ]
@@ -46,4 +47,19 @@ def test_sitemap_and_feed_are_valid_xml(tmp_path):
     (entry,) = feed.findall(f"{atom}entry")
     assert entry.find(f"{atom}title").text == "A & B"
     assert entry.find(f"{atom}content").text == "<p>Hi</p>"
-    assert entry.find(f"{atom}updated").text == "2026-11-30T00:00:00Z"
+    assert entry.find(f"{atom}updated").text == "2026-11-30T14:13:00Z"
+
+
+def test_feed_lists_posts_of_one_day_newest_first_by_time():
+    def post(slug, hour):
+        return {"url": f"/devlog/{slug}/", "title": slug, "date": datetime.date(2026, 11, 30), "kind": "devlog",
+                "published": datetime.datetime(2026, 11, 30, hour, 0, tzinfo=datetime.timezone.utc),
+                "html": "", "description": ""}
+
+    # Slugs in the reverse order of their times: the time decides.
+    feed = ET.fromstring(deploy.feed([post("c", 9), post("a", 19), post("b", 14)]))
+    atom = "{http://www.w3.org/2005/Atom}"
+    entries = feed.findall(f"{atom}entry")
+    assert [e.find(f"{atom}title").text for e in entries] == ["a", "b", "c"]
+    assert [e.find(f"{atom}updated").text[11:16] for e in entries] == ["19:00", "14:00", "09:00"]
+    assert feed.find(f"{atom}updated").text == "2026-11-30T19:00:00Z"

@@ -1,7 +1,8 @@
 """Reading content/: TOML front matter between `+++` lines, checked keys, URLs.
 
 Front matter keys: title (required), description, section and order (docs),
-date (devlog, YYYY-MM-DD), template (default per folder), slug, and for
+date and time (devlog: YYYY-MM-DD and HH:MM in UTC, both required, so posts of
+one day sort in the order they were written), template (default per folder), slug, and for
 explainers exactly one of pill (a lever or backend id from facts.json) or metric
 (a metric id from facts.json). Errors read `content/path.md:LINE: message`; a
 duplicate address names both files, each at its `slug` line (line 1 where the
@@ -18,7 +19,7 @@ from tinygpt.facts import FACTS
 from .context import BuildError, read_text
 
 KEYS = {"title": str, "description": str, "section": str, "order": int, "date": (str, datetime.date),
-        "template": str, "slug": str, "pill": str, "metric": str}
+        "time": str, "template": str, "slug": str, "pill": str, "metric": str}
 FOLDERS = ("docs", "devlog", "explainers")  # each page of these lives at /<folder>/<slug>/
 DEFAULT_TEMPLATES = {"docs": "doc.html", "devlog": "post.html", "explainers": "explainer.html",
                      "index": "home.html", "roadmap": "roadmap.html", "speedup": "speedup.html"}
@@ -86,6 +87,11 @@ def parse(text: str, source: str) -> tuple[dict, str, int]:
             meta["date"] = datetime.date.fromisoformat(str(meta["date"]))
         except ValueError:
             raise BuildError(f"date {meta['date']!r} is not YYYY-MM-DD", f"{source}:{_key_line(front, 'date')}") from None
+    if "time" in meta:
+        if not re.fullmatch(r"([01]\d|2[0-3]):[0-5]\d", meta["time"]):
+            raise BuildError(f"time {meta['time']!r} is not HH:MM (24-hour clock, UTC)",
+                             f"{source}:{_key_line(front, 'time')}")
+        meta["time"] = datetime.time.fromisoformat(meta["time"])
     if "slug" in meta and not re.fullmatch(r"[a-z0-9][a-z0-9-]*", meta["slug"]):
         raise BuildError(f"slug {meta['slug']!r} must be lowercase letters, digits and dashes",
                          f"{source}:{_key_line(front, 'slug')}")
@@ -120,8 +126,10 @@ def load(root: Path) -> list[Page]:
         front = text.split("\n")[1:body_line - 2]
         kind = rel.parts[0] if len(rel.parts) == 2 else "page"
         slug = meta.get("slug", path.stem)
-        if kind == "devlog" and "date" not in meta:
-            raise BuildError("a devlog post needs a date (YYYY-MM-DD)", f"{source}:1")
+        if kind == "devlog":
+            for key, form in (("date", "YYYY-MM-DD"), ("time", "HH:MM, UTC")):
+                if key not in meta:
+                    raise BuildError(f"a devlog post needs a {key} ({form})", f"{source}:1")
         if kind == "explainers":
             _check_explainer(meta, source, front)
         if "template" in meta and not (root / "site" / "templates" / meta["template"]).is_file():

@@ -24,15 +24,15 @@ def sitemap(pages: list[dict]) -> str:
 
 
 def feed(pages: list[dict]) -> str:
-    posts = sorted((p for p in pages if p["kind"] == "devlog"), key=lambda p: (p["date"], p["url"]), reverse=True)
+    posts = sorted((p for p in pages if p["kind"] == "devlog"), key=lambda p: p["published"], reverse=True)
 
-    def stamp(d: datetime.date) -> str:
-        return f"{d.isoformat()}T00:00:00Z"
+    def stamp(t: datetime.datetime) -> str:
+        return t.strftime("%Y-%m-%dT%H:%M:%SZ")
 
-    updated = stamp(posts[0]["date"]) if posts else "2026-11-30T00:00:00Z"
+    updated = stamp(posts[0]["published"]) if posts else "2026-11-30T00:00:00Z"
     entries = "".join(
         f"<entry><title>{escape(p['title'])}</title><link href=\"{escape(SITE_URL + p['url'])}\"/>"
-        f"<id>{escape(SITE_URL + p['url'])}</id><updated>{stamp(p['date'])}</updated>"
+        f"<id>{escape(SITE_URL + p['url'])}</id><updated>{stamp(p['published'])}</updated>"
         f"<summary>{escape(p['description'])}</summary><content type=\"html\">{escape(p['html'])}</content></entry>\n"
         for p in posts)
     return ('<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">\n'

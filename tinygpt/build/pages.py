@@ -6,15 +6,18 @@ Every template gets:
 - `assets`: ctx.assets, logical name -> URL ("app", "app_css", "worker", "wasm", "site_css")
 - `facts`: tinygpt.facts.FACTS
 - `page`: title, description, url, html (body), toc (HTML, may be ""), date (or None),
-  kind, slug, section, source
+  published (a devlog post's date and time as an aware UTC datetime, else None), kind, slug,
+  section, source
 - `site`: name, url (absolute base), app (URL of the app page, None until it
   exists), nav, docs (sections of pages), docs_nav(url) (the docs sidebar HTML
-  with url marked current), posts (newest first), feed (URL)
+  with url marked current), posts (newest first by date and time: title, url,
+  date, published, description), feed (URL)
 - `explainers`: [{slug, url, title, pill, metric, html}] (one of pill/metric is "")
 - `plots`, `unplotted`: measured results for the speedup page (plots.load)
 Markdown bodies may use `{{ facts... }}` so numbers come from facts.json; the
 `pct` filter writes a fraction as a percentage (0.005 -> "0.5%").
 """
+import datetime
 import functools
 import hashlib
 import importlib.metadata
@@ -49,6 +52,13 @@ def _template_where(exc: BaseException, templates: Path, fallback: str) -> str:
             where = f"{filename if filename != '<template>' else fallback}:{tb.tb_lineno}"
         tb = tb.tb_next
     return where
+
+
+def published(page: content.Page) -> datetime.datetime | None:
+    """When a devlog post was written (content.py requires its date and time), in UTC."""
+    if page.kind != "devlog":
+        return None
+    return datetime.datetime.combine(page.meta["date"], page.meta["time"], datetime.timezone.utc)
 
 
 class Renderer:
@@ -97,7 +107,7 @@ class Renderer:
         view = {
             "title": page.title, "description": page.meta.get("description", ""), "url": page.url,
             "html": Markup(page.html), "toc": Markup(page.toc), "date": page.meta.get("date"),
-            "kind": page.kind, "slug": page.slug, "section": page.meta.get("section", ""), "source": page.source,
+            "published": published(page), "kind": page.kind, "slug": page.slug, "section": page.meta.get("section", ""), "source": page.source,
         }
         try:
             template = self.env.get_template(page.template)
@@ -132,7 +142,7 @@ def site_view(pages: list[content.Page]) -> dict:
     for p in docs:
         sections.setdefault(p.meta.get("section", "General"), []).append({"title": p.title, "url": p.url,
                                                                           "description": p.meta.get("description", "")})
-    posts = sorted((p for p in pages if p.kind == "devlog"), key=lambda p: (p.meta["date"], p.slug), reverse=True)
+    posts = sorted((p for p in pages if p.kind == "devlog"), key=published, reverse=True)
     urls = {p.url for p in pages} | {p.url for p in generated_pages()}
     docs_view = [{"section": s, "pages": ps} for s, ps in sections.items()]
     return {
@@ -141,8 +151,8 @@ def site_view(pages: list[content.Page]) -> dict:
         "app": "/app/" if "/app/" in urls else None,
         "nav": [{"title": t, "url": u} for t, u in NAV if u in urls],
         "docs": docs_view,
-        "posts": [{"title": p.title, "url": p.url, "date": p.meta["date"], "description": p.meta.get("description", "")}
-                  for p in posts],
+        "posts": [{"title": p.title, "url": p.url, "date": p.meta["date"], "published": published(p),
+                   "description": p.meta.get("description", "")} for p in posts],
         "feed": "/feed.xml",
     }
 
@@ -173,7 +183,7 @@ def save_cache(path: Path | None, entries: dict):
 def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], extra: dict,
                cache_path: Path | None = None) -> list[dict]:
     """Render pages into out/; returns what deploy and the link checker need about each (url, title,
-    date, source, html, links: {href: "file:line" of the Markdown that wrote it}, templates: the
+    date, published, kind, source, html, links: {href: "file:line" of the Markdown that wrote it}, templates: the
     template files that rendered it).
     With cache_path, Markdown already rendered by an earlier build is reused from there."""
     renderer = Renderer(root, assets)
@@ -202,7 +212,8 @@ def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], e
         path = output_path(out, p.url)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(html, encoding="utf-8")
-        written.append({"url": p.url, "title": p.title, "date": p.meta.get("date"), "kind": p.kind,
+        written.append({"url": p.url, "title": p.title, "date": p.meta.get("date"), "published": published(p),
+                        "kind": p.kind,
                         "source": p.source, "html": p.html, "description": p.meta.get("description", ""),
                         "links": p.links, "templates": renderer.chain(p.template)})
     return written
