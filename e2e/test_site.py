@@ -37,6 +37,20 @@ def test_every_page_loads_clean_and_isolated(browser, open_page, site_url):
         assert visit.page.evaluate("crossOriginIsolated") is True, path
 
 
+@pytest.mark.parametrize("width", [320, 390])
+def test_no_page_scrolls_sideways_on_a_phone(browser, open_page, site_url, width):
+    visit = open_page(browser, "/404.html")
+    visit.page.set_viewport_size({"width": width, "height": 800})
+    wide = {}
+    for path in sitemap_paths(site_url) + ["/404.html"]:
+        visit.goto(path)
+        scroll_width = visit.page.evaluate("document.documentElement.scrollWidth")
+        if scroll_width > width:
+            wide[path] = scroll_width
+    assert wide == {}, f"pages wider than a {width} px phone (their scrollWidth)"
+    assert visit.problems() == []
+
+
 def test_pages_load_clean_without_webgpu(browser_no_webgpu, open_page):
     visit = open_page(browser_no_webgpu, "/")
     for path in ["/", "/docs/", "/speedup/"]:
