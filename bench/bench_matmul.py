@@ -251,7 +251,8 @@ def main(argv=None):
         if wgsl:
             best = max(wgsl, key=wgsl.get)
             ratio = f" = {wgsl[best] / results[base, f'{n}^3']:.1%} of cuBLAS" if (base, f"{n}^3") in results else ""
-            summary.append(f"{n}^3: best WGSL {best} {wgsl[best]:,.0f} GFLOP/s{ratio}")
+            name = f"{best.removeprefix('WGSL via Dawn: ')} via Dawn" if best.startswith("WGSL via Dawn") else best
+            summary.append(f"{n}^3: best WGSL: {name}, {wgsl[best]:,.0f} GFLOP/s{ratio}")
     print("\n" + "\n".join(summary))
     data = {
         "benchmark": "matmul",

@@ -159,3 +159,34 @@ def test_devlog_home_and_feed_list_posts_newest_first_by_date_and_time(browser, 
     assert [e.find(f"{ATOM}updated").text for e in entries] == [
         pages.published(p).strftime("%Y-%m-%dT%H:%M:%SZ") for p in posts]
     assert visit.problems() == []
+
+
+# Per shown plot: the least rendered height of its labels (px), and pairs of x labels whose
+# boxes overlap, compared in the frame of the first label (slanted labels share one rotation).
+PLOT_TEXT = """() => [...document.querySelectorAll('svg.plot')].filter(s => s.getClientRects().length).map(svg => {
+    const texts = [...svg.querySelectorAll('text')];
+    const ticks = [...svg.querySelectorAll('text.tick-x')];
+    const overlaps = [];
+    for (let i = 0; i + 1 < ticks.length; i++) {
+        const a = ticks[i], b = ticks[i + 1], box = a.getBBox(), other = b.getBBox();
+        const m = a.getCTM().inverse().multiply(b.getCTM());
+        const corners = [[other.x, other.y], [other.x + other.width, other.y], [other.x, other.y + other.height],
+                         [other.x + other.width, other.y + other.height]].map(([x, y]) => new DOMPoint(x, y).matrixTransform(m));
+        const xs = corners.map(p => p.x), ys = corners.map(p => p.y);
+        if (Math.min(...xs) < box.x + box.width && Math.max(...xs) > box.x &&
+            Math.min(...ys) < box.y + box.height && Math.max(...ys) > box.y) overlaps.push([a.textContent, b.textContent]);
+    }
+    const size = Math.min(...texts.map(t => parseFloat(getComputedStyle(t).fontSize) * svg.getScreenCTM().a));
+    return {title: svg.getAttribute('aria-label'), size, overlaps};
+})"""
+
+
+@pytest.mark.parametrize("width", [320, 390, 1280])
+def test_speedup_plots_have_readable_labels_that_do_not_overlap(browser, open_page, width):
+    visit = open_page(browser, "/speedup/")
+    visit.page.set_viewport_size({"width": width, "height": 800})
+    plots = visit.page.evaluate(PLOT_TEXT)
+    assert len(plots) == visit.page.locator("figure").count() >= 1, "one drawing of each plot is shown"
+    assert [p for p in plots if p["size"] < 10] == [], "labels under 10 px"
+    assert [p for p in plots if p["overlaps"]] == []
+    assert visit.problems() == []
