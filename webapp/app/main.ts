@@ -14,7 +14,8 @@ import { SampleView } from "./sample";
 import { Setup } from "./setup";
 
 const root = $("#app");
-const messages = new Messages($("#messages"));
+// A dismissed message that held focus hands it to the first run control that can be pressed.
+const messages = new Messages($("#messages"), () => document.querySelector<HTMLElement>("#train .buttons button:not(:disabled)"));
 const error = (text: string) => messages.show("error", text);
 const client = new WorkerClient(root.dataset.worker!, error);
 const progress = new ProgressView();
