@@ -8,6 +8,7 @@ import { CorpusError, CorpusPicker } from "./corpus";
 import { $ } from "./dom";
 import { wireMetricExplainers } from "./explainers";
 import { FilesView } from "./files";
+import { keepFocus } from "./focus";
 import { Messages } from "./messages";
 import { ProgressView } from "./progress";
 import { SampleView } from "./sample";
@@ -139,6 +140,7 @@ button("btn-resume").addEventListener("click", () => {
 $("#backend").addEventListener("change", () => measureSelection());
 
 wireMetricExplainers();
+keepFocus(root);
 client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "" });
 client.send({ type: "caps" });
 client.send({ type: "listCheckpoints" });
