@@ -5,6 +5,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import pytest
+from playwright.sync_api import expect
 
 from appdriver import wait_for
 
@@ -189,4 +190,18 @@ def test_speedup_plots_have_readable_labels_that_do_not_overlap(browser, open_pa
     assert len(plots) == visit.page.locator("figure").count() >= 1, "one drawing of each plot is shown"
     assert [p for p in plots if p["size"] < 10] == [], "labels under 10 px"
     assert [p for p in plots if p["overlaps"]] == []
+    assert visit.problems() == []
+
+
+def test_the_user_guide_and_the_explainers_are_in_the_main_navigation(browser, open_page):
+    visit = open_page(browser, "/app/")
+    page = visit.page
+    nav = page.get_by_role("navigation", name="Site")
+    page.locator("#app").get_by_role("link", name="user guide").click()
+    page.wait_for_url("**/guide/")
+    assert page.locator("h1").inner_text() == "User guide"
+    expect(nav.get_by_role("link", name="Guide")).to_have_attribute("aria-current", "page")
+    nav.get_by_role("link", name="Explainers").click()
+    page.wait_for_url("**/explainers/")
+    assert page.locator("h1").inner_text() == "Explainers"
     assert visit.problems() == []

@@ -35,8 +35,8 @@ from . import content, markdown, plots
 from .context import BuildError, Context, read_text
 
 SITE_URL = os.environ.get("TINYGPT_SITE_URL", "https://tinygpt.pages.dev").rstrip("/")
-NAV = [("App", "/app/"), ("Docs", "/docs/"), ("Devlog", "/devlog/"), ("Roadmap", "/roadmap/"),
-       ("Speedup", "/speedup/")]
+NAV = [("App", "/app/"), ("Guide", "/guide/"), ("Explainers", "/explainers/"), ("Docs", "/docs/"),
+       ("Devlog", "/devlog/"), ("Roadmap", "/roadmap/"), ("Speedup", "/speedup/")]
 
 
 def _template_where(exc: BaseException, templates: Path, fallback: str) -> str:
