@@ -49,3 +49,16 @@ def test_bad_uploads_and_empty_paste_are_refused(open_page, browser_no_webgpu, t
     page.fill("#corpus-text", "")
     refused(page, "The pasted text is empty")
     assert visit.problems() == []
+
+
+def test_a_file_gone_before_it_is_read_is_refused_in_plain_words(open_page, browser_no_webgpu, tmp_path):
+    visit = open_app(open_page, browser_no_webgpu)
+    page = visit.page
+    page.check("input[name=corpus-source][value=upload]")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("To be, or not to be, that is the question.\n" * 50)
+    page.set_input_files("#corpus-file", str(notes))
+    notes.unlink()  # the browser reads a chosen file only when it is used: Start finds it gone
+    refused(page, "The text could not be read: the file is no longer where it was (moved or deleted).")
+    assert "DOMException" not in page.locator("#messages").inner_text()
+    assert visit.problems() == []

@@ -1,6 +1,7 @@
 // The app page's script: starts the worker, shows what this device offers,
 // and wires the trainer UI to the worker's messages.
 import "./app.css";
+import { plainWords } from "../worker/errors";
 import type { Status } from "../worker/protocol";
 import { showCaps } from "./caps";
 import { WorkerClient } from "./client";
@@ -97,7 +98,7 @@ async function start(): Promise<void> {
     client.send({ type: "start", settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
     files.persist();
   } catch (e) {
-    error(e instanceof CorpusError ? e.message : `The text could not be read: ${(e as Error).message}`);
+    error(e instanceof CorpusError ? e.message : `The text could not be read: ${plainWords(e)}.`);
     button("btn-start").disabled = false;
   }
 }

@@ -4,6 +4,7 @@ import facts from "../../tinygpt/facts.json";
 import { CheckpointError, DeviceLostError, createTrainer, loadTrainer, planBlob, writeCheckpoint } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
 import { Backends } from "./backends";
+import { plainWords as describe } from "./errors";
 import type { BackendChoice, FromWorker, Intervals, Progress, RunSettings, Status, WorkerState } from "./protocol";
 import { StorageFullError, holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
 
@@ -13,10 +14,6 @@ const DIVERGED_LOSS = facts.app.diverged_loss_factor * Math.log(facts.vocab_size
 const PRODUCER = "tinygpt-web";
 // Steps whose timing the tokens/s figure averages over.
 const RATE_WINDOW = 20;
-
-function describe(e: unknown): string {
-  return e instanceof Error ? e.message : String(e);
-}
 
 export class Session {
   private trainer: GPTTrainer | null = null;

@@ -3,6 +3,7 @@
 import { handleCpuThreadMessage } from "../cpu/threads";
 import { detectCaps } from "./caps";
 import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
+import { plainWords } from "./errors";
 import { deviceClaims, measureStep } from "./measure";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
@@ -23,7 +24,7 @@ async function checkpoints(): Promise<void> {
     await recovered;
     post({ type: "checkpoints", list: await listRuns(session.status().runId) });
   } catch (e) {
-    post({ type: "message", level: "warn", text: `Saved runs cannot be listed: browser storage is unavailable (${(e as Error).message}).` });
+    post({ type: "message", level: "warn", text: `Saved runs cannot be listed: browser storage is unavailable (${plainWords(e)}).` });
   }
 }
 
@@ -31,7 +32,7 @@ async function checkpoints(): Promise<void> {
 // pause, stop and stopSample act at once so they can interrupt a running loop.
 let queue: Promise<void> = Promise.resolve();
 function exclusive(fn: () => Promise<void>): void {
-  queue = queue.then(fn).catch((e) => post({ type: "message", level: "error", text: `Unexpected failure: ${(e as Error).message}` }));
+  queue = queue.then(fn).catch((e) => post({ type: "message", level: "error", text: `Something went wrong in the trainer: ${plainWords(e)}.` }));
 }
 
 const NEEDS_DEVICE = new Set<ToWorker["type"]>(["start", "resume", "sample", "import", "openCheckpoint", "export"]);
@@ -107,5 +108,5 @@ async function handle(msg: ToWorker): Promise<void> {
 scope.onmessage = (ev: MessageEvent<ToWorker>) => {
   // CPU helper threads run this same script; their messages are not ours.
   if (handleCpuThreadMessage(ev)) return;
-  handle(ev.data).catch((e) => post({ type: "message", level: "error", text: `The worker failed: ${(e as Error).message}` }));
+  handle(ev.data).catch((e) => post({ type: "message", level: "error", text: `The trainer failed: ${plainWords(e)}. Reload the page to start it again.` }));
 };
