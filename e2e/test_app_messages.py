@@ -4,7 +4,7 @@ dismissed at once, and none ever covers the Start row or the stats."""
 import pytest
 from playwright.sync_api import expect
 
-from appdriver import open_app, wait_state
+from appdriver import open_app, wait_for, wait_state
 from tinygpt import checkpoint_corpus as corpus
 from tinygpt.facts import FACTS
 
@@ -23,19 +23,29 @@ def refuse_empty_paste(page, times: int):
         expect(errors).to_have_count(before + 1, timeout=10_000)
 
 
+# Records the text of every message that appears, so a test knows one came even if it has gone.
+RECORD_MESSAGES = """() => {
+    window.seenMessages = [];
+    new MutationObserver(ms => ms.forEach(m => m.addedNodes.forEach(n => n.classList?.contains('message')
+        && seenMessages.push(n.textContent)))).observe(document.querySelector('#messages'), {childList: true, subtree: true});
+}"""
+
+
 def test_information_fades_out_and_errors_stay(open_page, browser_no_webgpu):
     visit = open_app(open_page, browser_no_webgpu)
     page = visit.page
     # One live region holds them all; no message is a live region of its own.
     assert page.locator("#messages [aria-live]").evaluate_all("ns => ns.map(n => n.getAttribute('aria-live'))") == ["polite"]
     refuse_empty_paste(page, 1)
+    page.mouse.move(0, 0)  # the pointer on a message would hold it
+    page.evaluate(RECORD_MESSAGES)
     good = corpus.DIR / "v2-f32.tinygpt"
     page.set_input_files("#import-file", str(good))
-    loaded = page.locator("#messages .message-info", has_text=f"Loaded {good.name}")
-    expect(loaded).to_be_visible(timeout=30_000)
+    wait_for(lambda: any(f"Loaded {good.name}" in t for t in page.evaluate("seenMessages")), 30,
+             "the note that the file loaded", page)
     wait_state(page, "ready", 30)
     assert page.locator("#messages [role]").count() == 0
-    page.mouse.move(0, 0)  # the pointer on a message would hold it
+    loaded = page.locator("#messages .message-info", has_text=f"Loaded {good.name}")
     expect(loaded).to_have_count(0, timeout=(FADE_S + 30) * 1000)
     error = page.locator("#messages .message-error")
     expect(error).to_have_count(1)
