@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tinygpt import gpu  # noqa: E402
+from tinygpt.build import wgsl  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name, cuda_torch  # noqa: E402
 
@@ -81,14 +82,14 @@ def check(kernel, rng, M, N, K):
     A, B = randn(rng, M, K), randn(rng, K, N)
     a, b = kernel.operands(A, B)
     poison = np.full((M, N), np.nan, np.float32)
-    out = gpu.run(kernel.shader, kernel.entry, (M, N, K, 0), kernel.bindings(a, b, poison), kernel.groups(M, N),
-                  out=[4])[4].reshape(M, N)
+    out = gpu.run(kernel.shader, kernel.entry, dict(M=M, N=N, K=K, flags=0), kernel.bindings(a, b, poison),
+                  kernel.groups(M, N), out=[4])[4].reshape(M, N)
     return rel_error(out, A.astype(np.float64) @ B)
 
 
 def gpu_seconds(kernel, rng, M, N, K):
     a, b = kernel.operands(randn(rng, M, K), randn(rng, K, N))
-    buffers = {0: gpu.uniform((M, N, K, 0))}
+    buffers = {0: gpu.uniform(kernel.shader, dict(M=M, N=N, K=K, flags=0))}
     buffers |= {i: gpu.upload(x) for i, x in kernel.bindings(a, b, np.zeros((M, N), np.float32)).items()}
     return gpu.seconds_per_dispatch(kernel.shader, kernel.entry, buffers, kernel.groups(M, N))
 
@@ -127,6 +128,7 @@ def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
 
 
 def bundle_dawn():
+    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
     subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "bench/matmul_dawn.ts", "--bundle", "--platform=node",
                     "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={DAWN}", "--log-level=warning"],
                    cwd=ROOT, check=True)

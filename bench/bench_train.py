@@ -22,6 +22,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tinygpt.build import wgsl  # noqa: E402
 from tinygpt.facts import FACTS, preset  # noqa: E402
 from machine import cuda_torch  # noqa: E402
 
@@ -30,6 +31,7 @@ WARMUP = 3
 
 
 def bundle() -> None:
+    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
     subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "webapp/cli/train.ts", "--bundle", "--platform=node",
                     "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={CLI}", "--log-level=warning"],
                    cwd=ROOT, check=True)

@@ -1,7 +1,7 @@
 // attention.wgsl: causal multi-head attention, flash-style: the scaled softmax is fused into one
 // pass over the keys (online max and sum), the forward saves only the log-sum-exp of each row,
 // and the backward recomputes the probabilities from it. q, k, v, y and their gradients are
-// [B,T,C] with head h in columns h·D .. h·D+D-1 (D = C/n_head <= 128), i.e. straight out of the
+// [B,T,C] with head h in columns h·D .. h·D+D-1 (D = C/n_head <= MAX_HEAD_DIM, facts.json's wgsl.consts), i.e. straight out of the
 // q/k/v projections and straight into o_proj. scale = 1/sqrt(D).
 //
 // attention_forward  y = softmax(mask(q·kᵀ·scale))·v, lse[b,h,t] = log sum_s exp(score[t,s])
@@ -38,8 +38,8 @@ struct Params {
   n_head: u32,
 }
 
-const MAX_D = 128u;
-const SLOTS = MAX_D / 16u; // head columns tx + 16c per invocation, c < SLOTS
+const SLOTS = MAX_HEAD_DIM / 16u; // head columns tx + 16c per invocation, c < SLOTS
+const_assert SLOTS == 8u; // shifted_slots and accumulate are written out for 8
 const BLOCK = 64u;
 const DK = 16u; // head columns per score step
 const NEG_BIG = -3.0e38;

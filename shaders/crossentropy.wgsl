@@ -13,6 +13,8 @@
 //
 // Params: rows, V (u32).
 
+#include "lib/reduce.wgsl"
+
 struct Params {
   rows: u32,
   V: u32,
@@ -28,41 +30,15 @@ struct Params {
 @group(0) @binding(7) var<storage, read> losses_in: array<f32>;
 @group(0) @binding(8) var<storage, read_write> loss: array<f32>;
 
-var<workgroup> scratch: array<f32, 256>;
-
-fn reduce_max(t: u32, v: f32) -> f32 {
-  scratch[t] = v;
-  workgroupBarrier();
-  for (var stride = 128u; stride > 0u; stride /= 2u) {
-    if (t < stride) { scratch[t] = max(scratch[t], scratch[t + stride]); }
-    workgroupBarrier();
-  }
-  let total = scratch[0];
-  workgroupBarrier();
-  return total;
-}
-
-fn reduce_sum(t: u32, v: f32) -> f32 {
-  scratch[t] = v;
-  workgroupBarrier();
-  for (var stride = 128u; stride > 0u; stride /= 2u) {
-    if (t < stride) { scratch[t] += scratch[t + stride]; }
-    workgroupBarrier();
-  }
-  let total = scratch[0];
-  workgroupBarrier();
-  return total;
-}
-
 @compute @workgroup_size(256)
 fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let base = wg.x * p.V;
   var m = -3.0e38;
   for (var c = t; c < p.V; c += 256u) { m = max(m, logits[base + c]); }
-  m = reduce_max(t, m);
+  m = reduce_max(t, m, 256u);
   var s = 0.0;
   for (var c = t; c < p.V; c += 256u) { s += exp(logits[base + c] - m); }
-  let lse = m + log(reduce_sum(t, s));
+  let lse = m + log(reduce_sum(t, s, 256u));
   if (t == 0u) {
     losses[wg.x] = lse - logits[base + targets[wg.x]];
     lse_out[wg.x] = lse;
@@ -85,6 +61,6 @@ fn crossentropy_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
 fn crossentropy_mean(@builtin(local_invocation_index) t: u32) {
   var s = 0.0;
   for (var r = t; r < p.rows; r += 256u) { s += losses_in[r]; }
-  let total = reduce_sum(t, s);
+  let total = reduce_sum(t, s, 256u);
   if (t == 0u) { loss[0] = total / f32(p.rows); }
 }

@@ -4,17 +4,18 @@
 // embedding_forward  out[b,t,:] = wte[tokens[b,t], :] + wpe[t, :]
 //   bindings 0 params, 1 tokens [B·T] u32 (read; an Int32Array's bytes upload as is),
 //            2 wte [V,C] (read), 3 wpe [>=T,C] (read), 4 out [B,T,C] (read_write).
-//   workgroup 256, element index (wg.y·num_workgroups.x + wg.x)·256 + local index over B·T·C;
-//   dispatch x = min(G, 65535), y = ceil(G / x), G = ceil(B·T·C/256).
+//   one invocation per element of B·T·C (lib/grid.wgsl: workgroup 256, grid folded into y).
 // embedding_backward_wte  dwte[v,c] = sum over positions i with tokens[i] == v of dout[i,c]
 //   (+ dwte[v,c] with ACCUMULATE: the tied head's gradient may already be there).
 //   bindings 0 params, 1 tokens, 5 dout [B,T,C] (read), 6 dwte [V,C] (read_write).
 //   workgroup 64 (columns); dispatch (ceil(C/64), V, 1).
 // embedding_backward_wpe  dwpe[t,c] = sum_b dout[b,t,c] for t < T (rows >= T untouched).
 //   bindings 0 params, 5 dout (read), 7 dwpe [>=T,C] (read_write).
-//   workgroup 256 as embedding_forward, over T·C.
+//   one invocation per element of T·C, as embedding_forward.
 //
 // Params: B, T, C, V, flags (u32 each; flags bit 1 ACCUMULATE).
+
+#include "lib/grid.wgsl"
 
 struct Params {
   B: u32,
@@ -23,8 +24,6 @@ struct Params {
   V: u32,
   flags: u32,
 }
-
-const ACCUMULATE = 2u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> tokens: array<u32>;
@@ -35,14 +34,9 @@ const ACCUMULATE = 2u;
 @group(0) @binding(6) var<storage, read_write> dwte: array<f32>;
 @group(0) @binding(7) var<storage, read_write> dwpe: array<f32>;
 
-fn index(wg: vec3<u32>, groups: vec3<u32>, t: u32) -> u32 {
-  return (wg.y * groups.x + wg.x) * 256u + t;
-}
-
 @compute @workgroup_size(256)
-fn embedding_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-                     @builtin(local_invocation_index) t: u32) {
-  let i = index(wg, groups, t);
+fn embedding_forward(g: Grid) {
+  let i = index(g);
   if (i >= p.B * p.T * p.C) { return; }
   let pos = i / p.C;
   let c = i % p.C;
@@ -64,9 +58,8 @@ fn embedding_backward_wte(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_i
 }
 
 @compute @workgroup_size(256)
-fn embedding_backward_wpe(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-                          @builtin(local_invocation_index) t: u32) {
-  let i = index(wg, groups, t);
+fn embedding_backward_wpe(g: Grid) {
+  let i = index(g);
   if (i >= p.T * p.C) { return; }
   var sum = 0.0;
   for (var b = 0u; b < p.B; b++) { sum += dout[b * p.T * p.C + i]; }

@@ -4,9 +4,7 @@
 //   bindings 0 params, 1 x [n] (read), 2 y [n] (read_write).
 // gelu_backward  dx = dy·(Φ(x) + x·φ(x))
 //   bindings 0 params, 1 x [n] (read), 3 dy [n] (read), 4 dx [n] (read_write).
-// Both: workgroup 256, one element per invocation, element index
-//   (wg.y·num_workgroups.x + wg.x)·256 + local index; dispatch x = min(G, 65535),
-//   y = ceil(G / x) with G = ceil(n/256).
+// Both: one invocation per element (lib/grid.wgsl: workgroup 256, grid folded into y).
 //
 // Params: n (u32).
 //
@@ -17,6 +15,8 @@
 // |x| <= 2, < 2e-6 for |x| <= 4, then growing like 1.3e-7·x² (f32 exp of a large argument),
 // 1.9e-5 at x = -12 where |gelu| ~ 2e-32; an H200 gave 1.9e-6 at one random x (its exp differs).
 // tests/test_kernels.py holds it to 1e-6 + 1.5e-7·x² (tails) and facts.json's bound (random x).
+
+#include "lib/grid.wgsl"
 
 struct Params {
   n: u32,
@@ -40,21 +40,15 @@ fn normal_cdf(v: f32) -> f32 {
   return select(1.0 - half_tail, half_tail, v < 0.0);
 }
 
-fn index(wg: vec3<u32>, groups: vec3<u32>, t: u32) -> u32 {
-  return (wg.y * groups.x + wg.x) * 256u + t;
-}
-
 @compute @workgroup_size(256)
-fn gelu_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-                @builtin(local_invocation_index) t: u32) {
-  let i = index(wg, groups, t);
+fn gelu_forward(g: Grid) {
+  let i = index(g);
   if (i < p.n) { y[i] = x[i] * normal_cdf(x[i]); }
 }
 
 @compute @workgroup_size(256)
-fn gelu_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-                 @builtin(local_invocation_index) t: u32) {
-  let i = index(wg, groups, t);
+fn gelu_backward(g: Grid) {
+  let i = index(g);
   if (i < p.n) {
     let v = x[i];
     let pdf = exp(-0.5 * v * v) * 0.39894228040143268;

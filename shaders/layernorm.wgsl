@@ -21,6 +21,9 @@
 //
 // Params: rows (u32), C (u32), eps (f32), flags (u32: bit 1 ACCUMULATE, for backward_dx).
 
+#include "lib/reduce.wgsl"
+#include "lib/split.wgsl"
+
 struct Params {
   rows: u32,
   C: u32,
@@ -28,7 +31,6 @@ struct Params {
   flags: u32,
 }
 
-const ACCUMULATE = 2u;
 const WG = 128u;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -45,35 +47,20 @@ const WG = 128u;
 @group(0) @binding(9) var<storage, read_write> dweight: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dbias: array<f32>;
 
-var<workgroup> scratch: array<f32, 256>;
-var<workgroup> scratch2: array<f32, 256>;
-
-// Sum of v over the 128 invocations of a row workgroup, in a fixed tree order; every
-// invocation gets the result.
-fn row_sum(t: u32, v: f32) -> f32 {
-  scratch[t] = v;
-  workgroupBarrier();
-  for (var stride = WG / 2u; stride > 0u; stride /= 2u) {
-    if (t < stride) { scratch[t] += scratch[t + stride]; }
-    workgroupBarrier();
-  }
-  let total = scratch[0];
-  workgroupBarrier();
-  return total;
-}
+var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce.wgsl's scratch
 
 @compute @workgroup_size(128)
 fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   let base = wg.x * p.C;
   var s = 0.0;
   for (var i = t; i < p.C; i += WG) { s += x[base + i]; }
-  let mean = row_sum(t, s) / f32(p.C);
+  let mean = reduce_sum(t, s, WG) / f32(p.C);
   var ss = 0.0;
   for (var i = t; i < p.C; i += WG) {
     let d = x[base + i] - mean;
     ss += d * d;
   }
-  let rstd = 1.0 / sqrt(row_sum(t, ss) / f32(p.C) + p.eps);
+  let rstd = 1.0 / sqrt(reduce_sum(t, ss, WG) / f32(p.C) + p.eps);
   for (var i = t; i < p.C; i += WG) {
     out[base + i] = (x[base + i] - mean) * rstd * weight[i] + bias[i];
   }
@@ -95,8 +82,8 @@ fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
     sg += g;
     sgx += g * (x[base + i] - mean) * rstd;
   }
-  let mean_g = row_sum(t, sg) / f32(p.C);
-  let mean_gx = row_sum(t, sgx) / f32(p.C);
+  let mean_g = reduce_sum(t, sg, WG) / f32(p.C);
+  let mean_gx = reduce_sum(t, sgx, WG) / f32(p.C);
   for (var i = t; i < p.C; i += WG) {
     let xhat = (x[base + i] - mean) * rstd;
     var d = rstd * (dout[base + i] * weight[i] - mean_g - xhat * mean_gx);
@@ -109,12 +96,11 @@ fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
 fn layernorm_backward_params(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                              @builtin(local_invocation_index) t: u32) {
   let col = wg.x * 32u + t % 32u;
-  let run = (p.rows + nwg.y - 1u) / nwg.y;
-  let end = min(p.rows, wg.y * run + run);
+  let rows = split_range(wg.y, nwg.y, p.rows, 1u);
   var sw = 0.0;
   var sb = 0.0;
   if (col < p.C) {
-    for (var r = wg.y * run + t / 32u; r < end; r += 8u) {
+    for (var r = rows.x + t / 32u; r < rows.y; r += 8u) {
       let d = dout[r * p.C + col];
       sw += d * (x[r * p.C + col] - mean_in[r]) * rstd_in[r];
       sb += d;

@@ -34,8 +34,6 @@ struct Params {
   flags: u32,
 }
 
-const BIAS = 1u;
-const ACCUMULATE = 2u;
 const BM = 128u;
 const BN = 128u;
 const BK = 8u;

@@ -32,8 +32,6 @@ struct Params {
   flags: u32,
 }
 
-const BIAS = 1u;
-const ACCUMULATE = 2u;
 const BK128 = 8u;  // k-steps per buffer, 128x128 block
 const BK64 = 16u;  // k-steps per buffer, 64x64 block
 const TILE = 256u; // vec4s per buffer: BK128 k-rows of 32, or BK64 of 16

@@ -17,11 +17,13 @@
 //   the same decay, or once per tensor.
 //   bindings 0 params, 1 grad (read), 5 norm (read), 6 param (read_write), 7 m (read_write),
 //            8 v (read_write).
-//   workgroup 256, element index (wg.y·num_workgroups.x + wg.x)·256 + local index over n;
-//   dispatch x = min(G, 65535), y = ceil(G / x), G = ceil(n/256).
+//   one invocation per element of n (lib/grid.wgsl: workgroup 256, grid folded into y).
 //
 // Params: n (u32), n_partials (u32), offset (u32), grad_clip, lr, beta1, beta2, eps,
 //   weight_decay, bc1, bc2 (f32); each entry point reads only the fields it names above.
+
+#include "lib/grid.wgsl"
+#include "lib/reduce.wgsl"
 
 struct Params {
   n: u32,
@@ -47,23 +49,11 @@ struct Params {
 @group(0) @binding(7) var<storage, read_write> m: array<f32>;
 @group(0) @binding(8) var<storage, read_write> v: array<f32>;
 
-var<workgroup> scratch: array<f32, 256>;
-
-fn reduce_sum(t: u32, x: f32) -> f32 {
-  scratch[t] = x;
-  workgroupBarrier();
-  for (var stride = 128u; stride > 0u; stride /= 2u) {
-    if (t < stride) { scratch[t] += scratch[t + stride]; }
-    workgroupBarrier();
-  }
-  return scratch[0];
-}
-
 @compute @workgroup_size(256)
 fn grad_norm_partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
   var s = 0.0;
   for (var i = wg.x * 256u + t; i < p.n; i += p.n_partials * 256u) { s += grad[i] * grad[i]; }
-  let total = reduce_sum(t, s);
+  let total = reduce_sum(t, s, 256u);
   if (t == 0u) { partials[wg.x] = total; }
 }
 
@@ -71,7 +61,7 @@ fn grad_norm_partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
 fn grad_norm_final(@builtin(local_invocation_index) t: u32) {
   var s = 0.0;
   for (var i = t; i < p.n_partials; i += 256u) { s += partials_in[i]; }
-  let total = sqrt(reduce_sum(t, s));
+  let total = sqrt(reduce_sum(t, s, 256u));
   if (t == 0u) {
     norm[0] = total;
     norm[1] = select(1.0, p.grad_clip / total, total > p.grad_clip);
@@ -79,9 +69,8 @@ fn grad_norm_final(@builtin(local_invocation_index) t: u32) {
 }
 
 @compute @workgroup_size(256)
-fn adamw(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) groups: vec3<u32>,
-         @builtin(local_invocation_index) t: u32) {
-  let k = (wg.y * groups.x + wg.x) * 256u + t;
+fn adamw(grid: Grid) {
+  let k = index(grid);
   if (k >= p.n) { return; }
   let i = p.offset + k;
   let g = grad[i] * norm_in[1];

@@ -1,5 +1,5 @@
-"""Bundling with esbuild: hashed ESM entry points, WGSL as text, JSON as data,
-CSS from the page script, errors located; `npm ci` when node_modules is stale."""
+"""Bundling with esbuild: hashed ESM entry points, WGSL as text (shader modules composed first),
+JSON as data, CSS from the page script, errors located; `npm ci` when node_modules is stale."""
 import json
 import os
 import shutil
@@ -27,17 +27,18 @@ def root(tmp_path):
     app = tmp_path / "webapp" / "app"
     app.mkdir(parents=True)
     (tmp_path / "webapp" / "worker").mkdir()
-    (tmp_path / "shaders").mkdir()
-    (tmp_path / "shaders" / "k.wgsl").write_text("// KERNEL SOURCE\n")
+    (tmp_path / "shaders" / "lib").mkdir(parents=True)
+    (tmp_path / "shaders" / "k.wgsl").write_text('// KERNEL SOURCE\n#include "lib/part.wgsl"\n')
+    (tmp_path / "shaders" / "lib" / "part.wgsl").write_text("// PART SOURCE\n")
     (tmp_path / "facts.json").write_text(json.dumps({"answer": 42}))
     (app / "app.css").write_text(".x { color: red }\n")
-    (app / "main.ts").write_text('import src from "../../shaders/k.wgsl";\nimport facts from "../../facts.json";\n'
+    (app / "main.ts").write_text('import src from "../../.cache/wgsl/k.wgsl";\nimport facts from "../../facts.json";\n'
                                  'import "./app.css";\nconsole.log(src, facts.answer);\n')
     (tmp_path / "webapp" / "worker" / "worker.ts").write_text('self.onmessage = () => postMessage("pong");\n')
     return tmp_path
 
 
-def test_entry_points_are_hashed_esm_with_text_wgsl_and_json_data(root):
+def test_entry_points_are_hashed_esm_with_composed_wgsl_and_json_data(root):
     ctx = Context(root=root, out=root / "out", cache=root / ".cache")
     summary = bundle.run(ctx)
     assert "app, worker" in summary
@@ -47,7 +48,9 @@ def test_entry_points_are_hashed_esm_with_text_wgsl_and_json_data(root):
         assert path.exists(), name
         assert ctx.assets[name].startswith(f"/assets/{name.split('_')[0]}-")
     app = (ctx.out / ctx.assets["app"].lstrip("/")).read_text()
-    assert "// KERNEL SOURCE" in app and "42" in app
+    assert "42" in app
+    # The module as tinygpt/build/wgsl.py composes it: prelude, the file, what it includes.
+    assert "alias elem = f32;" in app and "// KERNEL SOURCE" in app and "// PART SOURCE" in app
     assert (ctx.out / (ctx.assets["app"].lstrip("/") + ".map")).exists()
     assert ".highlight" in (ctx.out / ctx.assets["site_css"].lstrip("/")).read_text()  # pygments classes
 

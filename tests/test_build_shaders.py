@@ -1,4 +1,5 @@
-"""Shader validation with real compilers: naga through wgpu-py, Tint through Dawn."""
+"""Shader validation with real compilers, naga through wgpu-py and Tint through Dawn, of the modules
+tinygpt/build/wgsl.py composes; each module's struct Params against the engine's table."""
 import os
 import shutil
 import subprocess
@@ -6,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import shaders
+from tinygpt.build import shaders, wgsl
 from tinygpt.build.context import BuildError, Context
+from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]
 GOOD = "@group(0) @binding(0) var<storage, read_write> x: array<f32>;\n" \
@@ -25,8 +27,8 @@ SUBGROUPS = "enable subgroups;\n" + GOOD.replace("2.0 * x[id.x]", "subgroupAdd(x
 
 
 def run(tmp_path: Path, files: dict[str, str]) -> str:
-    (tmp_path / "shaders").mkdir()
     for name, source in files.items():
+        (tmp_path / "shaders" / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / "shaders" / name).write_text(source)
     return shaders.run(Context(root=tmp_path, out=tmp_path / "out", cache=tmp_path / ".cache"))
 
@@ -112,3 +114,67 @@ def test_vulkan_loader_noise_stays_out_of_the_output(tmp_path, capfd, monkeypatc
     assert "unchanged" not in summary
     assert "XDG_RUNTIME_DIR" not in capfd.readouterr().err + "".join(children)
     assert "XDG_RUNTIME_DIR" not in os.environ
+
+
+def test_an_error_in_an_included_file_names_that_file_and_the_module(tmp_path):
+    lib = "// helpers\nfn twice(v: f32) -> f32 {\n  return 2.0 * w;\n}\n"
+    module = '#include "lib/twice.wgsl"\n' + GOOD.replace("2.0 * x[id.x]", "twice(x[id.x])")
+    with pytest.raises(BuildError) as e:
+        run(tmp_path, {"m.wgsl": module, "lib/twice.wgsl": lib})
+    assert e.value.where == f"shaders/lib/twice.wgsl:{location_of(lib, 'w;')}"
+    assert "(in shaders/m.wgsl)" in str(e.value)
+
+
+def test_an_include_of_a_missing_file_names_the_include(tmp_path):
+    module = '// kernel\n#include "lib/nope.wgsl"\n' + GOOD
+    with pytest.raises(BuildError, match="does not exist: shaders/lib/nope.wgsl") as e:
+        run(tmp_path, {"m.wgsl": module})
+    assert e.value.where == "shaders/m.wgsl:2"
+
+
+def test_composition_puts_directives_first_and_includes_each_file_once(tmp_path):
+    """WGSL wants directives before any declaration: the prelude's alias must not come first."""
+    (tmp_path / "shaders" / "lib").mkdir(parents=True)
+    (tmp_path / "shaders" / "lib" / "a.wgsl").write_text('#include "lib/b.wgsl"\nconst A = B;\n')
+    (tmp_path / "shaders" / "lib" / "b.wgsl").write_text("const B = 1u;\n")
+    (tmp_path / "shaders" / "m.wgsl").write_text('#include "lib/a.wgsl"\n#include "lib/b.wgsl"\nenable f16;\n' + GOOD)
+    module = wgsl.compose(tmp_path, "m")
+    lines = module.text.split("\n")
+    assert lines[0] == "enable f16;" and module.where(1) == "shaders/m.wgsl:3"
+    assert module.text.count("const B = 1u;") == 1
+
+
+PARAMS = "struct Params {\n  n: u32,\n  scale: f32,\n}\n\n"
+
+
+@pytest.mark.parametrize("struct,field,expected", [
+    ("n: u32,\n  extra: u32,", "extra", "field 2 is extra, but tinygpt/facts.json:"),
+    ("n: f32,", "n: f32", "field 1 is n:f32, but tinygpt/facts.json:"),
+    ("count: u32,", "count", "field 1 is count, but tinygpt/facts.json:"),
+])
+def test_params_that_disagree_with_the_engines_table_fail_at_the_field(tmp_path, struct, field, expected):
+    """gelu's row of facts.json wgsl.params says its Params is one u32, n."""
+    assert FACTS["wgsl"]["params"]["gelu"] == ["n"]
+    source = "// gelu\nstruct Params {\n  " + struct + "\n}\n" + GOOD
+    with pytest.raises(BuildError, match=expected) as e:
+        run(tmp_path, {"gelu.wgsl": source})
+    assert e.value.where == "shaders/gelu.wgsl:" + location_of(source, field).split(":")[0]
+
+
+def test_params_without_a_row_in_the_table_fail_at_the_struct(tmp_path):
+    source = GOOD + PARAMS
+    with pytest.raises(BuildError, match="no row in tinygpt/facts.json wgsl.params") as e:
+        run(tmp_path, {"orphan.wgsl": source})
+    assert e.value.where == "shaders/orphan.wgsl:" + location_of(source, "struct Params").split(":")[0]
+
+
+def test_the_repositorys_modules_agree_with_the_table_and_a_changed_field_is_caught(tmp_path):
+    shutil.copytree(REPO / "shaders", tmp_path / "shaders")
+    for name in wgsl.names(tmp_path):
+        shaders.check_params(wgsl.compose(tmp_path, name))
+    path = tmp_path / "shaders" / "layernorm.wgsl"
+    path.write_text(path.read_text().replace("  eps: f32,", "  eps: u32,", 1))
+    with pytest.raises(BuildError, match="field 3 is eps, but tinygpt/facts.json:") as e:
+        shaders.check_params(wgsl.compose(tmp_path, "layernorm"))
+    assert e.value.where == "shaders/layernorm.wgsl:" + location_of(path.read_text(), "eps: u32").split(":")[0]
+

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from tinygpt import checkpoint, model
+from tinygpt.build import wgsl
 from tinygpt.golden import reference_run
 from tinygpt.train import Trainer, TrainConfig
 
@@ -55,6 +56,7 @@ def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
     tests = sorted((ROOT / "webapp" / "engine" / "test").glob("*.test.ts"))
     assert tests, "no webapp/engine/test/*.test.ts found"
+    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
     bundle = subprocess.run(
         [str(BIN / "esbuild"), *map(str, tests), "--bundle", "--platform=node", "--format=esm", "--loader:.wgsl=text",
          "--external:webgpu", f"--outdir={tmp}", "--out-extension:.js=.mjs", "--log-level=warning"],
@@ -113,6 +115,7 @@ def test_python_reference_gets_the_engines_loss_from_its_file(node_run):
 def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     if not Path(SWIFTSHADER).exists():
         pytest.skip(f"the CLI trains on WebGPU, which needs a Vulkan driver for Dawn ({SWIFTSHADER})")
+    wgsl.write_modules(ROOT)
     bundle = subprocess.run(
         [str(BIN / "esbuild"), "webapp/cli/train.ts", "--bundle", "--platform=node", "--format=esm", "--loader:.wgsl=text",
          "--external:webgpu", f"--outfile={tmp_path / 'train.mjs'}", "--log-level=warning"],

@@ -4,6 +4,7 @@ presets' real layer shapes (batch trimmed so the suite stays fast on a CPU adapt
 
 Outputs start as NaN, so an element a kernel forgets to write fails the comparison."""
 import math
+import struct
 import zlib
 
 import numpy as np
@@ -53,6 +54,16 @@ def f64(*arrays):
     return [a.astype(np.float64) for a in arrays]
 
 
+def test_params_are_packed_by_name_in_the_engines_order():
+    """facts.json's wgsl.params orders the words, as the engine packs them; a missing or unknown
+    name is refused rather than packed as something else."""
+    assert gpu.pack_params("layernorm", dict(flags=2, eps=0.5, C=3, rows=7)) == struct.pack("<IIfI", 7, 3, 0.5, 2)
+    with pytest.raises(KeyError):
+        gpu.pack_params("layernorm", dict(rows=7, C=3, eps=0.5))
+    with pytest.raises(KeyError):
+        gpu.pack_params("gelu", dict(n=1, m=2))
+
+
 # ---------------------------------------------------------------------------- matmul
 
 MATMUL_SHAPES = [(37, 65, 100), (1, 256, 64), (5, 1, 3), (130, 129, 7), (128, 128, 128), (200, 70, 300),
@@ -76,6 +87,10 @@ def matmul_cases(M, N, K):
     return [(s, e, edge) for s, e, edge in MATMULS if s == "matmul" or vec4_fits(e, M, N, K)]
 
 
+def mm_params(M, N, K, flags=0):
+    return dict(M=M, N=N, K=K, flags=flags)
+
+
 def operands(entry, A, B):
     if "_nt" in entry:
         return A, B.T.copy()
@@ -91,7 +106,7 @@ def test_matmul(rng, M, N, K):
     for shader, entry, edge in matmul_cases(M, N, K):
         a, b = operands(entry, A, B)
         groups = (-(-N // edge), -(-M // edge), 1)
-        out = gpu.run(shader, entry, (M, N, K, 0), {1: a, 2: b, 3: bias, 4: nans(M, N)}, groups, out=[4])[4]
+        out = gpu.run(shader, entry, mm_params(M, N, K), {1: a, 2: b, 3: bias, 4: nans(M, N)}, groups, out=[4])[4]
         check("matmul", out, ref)
 
 
@@ -112,7 +127,7 @@ def test_matmul_bias_and_accumulate(rng, shader, entry, edge):
     groups = (-(-N // edge), -(-M // edge), 1)
     for flags, ref in ((1, A.astype(np.float64) @ B + bias), (2, A.astype(np.float64) @ B + C0),
                        (3, A.astype(np.float64) @ B + bias + C0)):
-        out = gpu.run(shader, entry, (M, N, K, flags), {1: a, 2: b, 3: bias, 4: C0}, groups, out=[4])[4]
+        out = gpu.run(shader, entry, mm_params(M, N, K, flags), {1: a, 2: b, 3: bias, 4: C0}, groups, out=[4])[4]
         check("matmul", out, ref)
 
 
@@ -125,12 +140,12 @@ def test_matmul_vec4_split_k(rng, entry, edge, K, S):
     A, B = randn(rng, M, K), randn(rng, K, N)
     a, b = operands(entry, A, B)
     groups = (-(-N // edge), -(-M // edge), S)
-    out = gpu.run("matmul_vec4", entry, (M, N, K, 0), {1: a, 2: b, 3: a, 4: nans(S, M, N)}, groups, out=[4])[4]
+    out = gpu.run("matmul_vec4", entry, mm_params(M, N, K), {1: a, 2: b, 3: a, 4: nans(S, M, N)}, groups, out=[4])[4]
     parts = out.reshape(S, M * N)
     assert np.isfinite(parts).all()
     check("matmul", parts.astype(np.float64).sum(0), A.astype(np.float64) @ B)
     # The engine adds the partials with matmul_colsum, as a [S, M·N] matrix.
-    summed = gpu.run("matmul", "matmul_colsum", (S, M * N, 0, 0), {1: parts, 4: nans(M * N)},
+    summed = gpu.run("matmul", "matmul_colsum", mm_params(S, M * N, 0), {1: parts, 4: nans(M * N)},
                      (-(-M * N // 64), 1, 1), out=[4])[4]
     check("matmul", summed, A.astype(np.float64) @ B)
 
@@ -139,13 +154,13 @@ def test_matmul_vec4_split_k(rng, entry, edge, K, S):
 def test_matmul_colsum(rng, M, N):
     A, C0 = randn(rng, M, N), randn(rng, N)
     groups = (-(-N // 64), 1, 1)
-    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
+    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0))
-    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
+    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0) + C0)
     # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
     S = min(M, 7)
-    out = gpu.run("matmul", "matmul_colsum", (M, N, 0, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
+    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
     check("matmul", out.reshape(S, N).astype(np.float64).sum(0), A.astype(np.float64).sum(0))
 
 
@@ -160,7 +175,8 @@ def test_layernorm(rng, B, T, C):
     w, b, dout, dx0 = randn(rng, C), randn(rng, C), randn(rng, B, T, C), randn(rng, B, T, C)
     rows, eps = B * T, FACTS["model"]["layernorm_eps"]
     ref, cache = model.layernorm_forward(*f64(x, w, b))
-    r = gpu.run("layernorm", "layernorm_forward", (rows, C, eps, 0),
+    params = dict(rows=rows, C=C, eps=eps, flags=0)
+    r = gpu.run("layernorm", "layernorm_forward", params,
                 {1: x, 2: w, 3: b, 4: nans(rows, C), 5: nans(rows), 6: nans(rows)}, (rows, 1, 1), out=[4, 5, 6])
     check("layernorm", r[4], ref)
     check("layernorm", r[6], cache[1].ravel())
@@ -168,19 +184,20 @@ def test_layernorm(rng, B, T, C):
 
     dx, dw, db = model.layernorm_backward(dout.astype(np.float64), cache, w.astype(np.float64))
     saved = {1: x, 2: w, 5: r[5], 6: r[6], 7: dout}
-    got = gpu.run("layernorm", "layernorm_backward_dx", (rows, C, eps, 0), saved | {8: nans(rows, C)},
+    got = gpu.run("layernorm", "layernorm_backward_dx", params, saved | {8: nans(rows, C)},
                   (rows, 1, 1), out=[8])[8]
     check("layernorm", got, dx)
-    got = gpu.run("layernorm", "layernorm_backward_dx", (rows, C, eps, 2), saved | {8: dx0}, (rows, 1, 1), out=[8])[8]
+    got = gpu.run("layernorm", "layernorm_backward_dx", params | {"flags": 2}, saved | {8: dx0}, (rows, 1, 1),
+                  out=[8])[8]
     check("layernorm", got, dx + dx0)
     del saved[2]
-    got = gpu.run("layernorm", "layernorm_backward_params", (rows, C, eps, 0), saved | {9: nans(C), 10: nans(C)},
+    got = gpu.run("layernorm", "layernorm_backward_params", params, saved | {9: nans(C), 10: nans(C)},
                   (-(-C // 32), 1, 1), out=[9, 10])
     check("layernorm", got[9], dw)
     check("layernorm", got[10], db)
     # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
     S = min(rows, 5)
-    got = gpu.run("layernorm", "layernorm_backward_params", (rows, C, eps, 0),
+    got = gpu.run("layernorm", "layernorm_backward_params", params,
                   saved | {9: nans(S, C), 10: nans(S, C)}, (-(-C // 32), S, 1), out=[9, 10])
     check("layernorm", got[9].reshape(S, C).astype(np.float64).sum(0), dw)
     check("layernorm", got[10].reshape(S, C).astype(np.float64).sum(0), db)
@@ -193,9 +210,9 @@ def test_gelu(rng, n):
     x = randn(rng, n) * 3
     dy = randn(rng, n)
     ref, cdf = model.gelu_forward(x.astype(np.float64))
-    out = gpu.run("gelu", "gelu_forward", (n,), {1: x, 2: nans(n)}, gpu.groups_1d(n), out=[2])[2]
+    out = gpu.run("gelu", "gelu_forward", dict(n=n), {1: x, 2: nans(n)}, gpu.groups_1d(n), out=[2])[2]
     check("gelu", out, ref)
-    out = gpu.run("gelu", "gelu_backward", (n,), {1: x, 3: dy, 4: nans(n)}, gpu.groups_1d(n), out=[4])[4]
+    out = gpu.run("gelu", "gelu_backward", dict(n=n), {1: x, 3: dy, 4: nans(n)}, gpu.groups_1d(n), out=[4])[4]
     check("gelu", out, model.gelu_backward(dy.astype(np.float64), x.astype(np.float64), cdf))
 
 
@@ -205,7 +222,7 @@ def test_gelu_is_relatively_accurate_in_the_tails():
     ~x²·6e-8 there. Compared with erfc in float64 (the reference's 1 + erf form cancels to 0)."""
     x = np.linspace(-12, 12, 48_001, dtype=np.float32)
     x = x[x != 0]
-    out = gpu.run("gelu", "gelu_forward", (x.size,), {1: x, 2: nans(x.size)}, gpu.groups_1d(x.size), out=[2])[2]
+    out = gpu.run("gelu", "gelu_forward", dict(n=x.size), {1: x, 2: nans(x.size)}, gpu.groups_1d(x.size), out=[2])[2]
     x64 = x.astype(np.float64)
     exact = x64 * 0.5 * np.vectorize(math.erfc)(-x64 / math.sqrt(2.0))
     rel = np.abs(out - exact) / np.abs(exact)
@@ -218,10 +235,11 @@ def test_gelu_is_relatively_accurate_in_the_tails():
 
 # (B, T, C, n_head). The kernels work in blocks of 64 positions, 16 head columns per score step and
 # 32 per output group: T = 1, inside a block (7, 100), at one (64) and past one (65, 70, 129, 130);
-# head sizes below a step (4, 5), odd (5, 33, 99), past a group (33, 80) and the largest (128);
-# then every preset's own layer.
+# head sizes below a step (4, 5), odd (5, 33, 99), past a group (33, 80) and the largest, the shaders'
+# MAX_HEAD_DIM (128, the limit the engine enforces too); then every preset's own layer.
+MAX_HEAD_DIM = FACTS["wgsl"]["consts"]["MAX_HEAD_DIM"]
 ATTN_SHAPES = [(1, 1, 8, 2), (2, 7, 12, 3), (3, 100, 15, 3), (1, 70, 64, 1), (2, 64, 66, 2), (1, 129, 99, 1),
-               (1, 65, 160, 2), (1, 130, 256, 2)]
+               (1, 65, 160, 2), (1, 130, 2 * MAX_HEAD_DIM, 2)]
 ATTN_SHAPES += [(1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS]
 
 
@@ -237,7 +255,7 @@ def attention_lse(q, k, n_head):
 @pytest.mark.parametrize("B,T,C,H", ATTN_SHAPES)
 def test_attention(rng, B, T, C, H):
     q, k, v, dy = (randn(rng, B, T, C) for _ in range(4))
-    params = (B, T, C, H)
+    params = dict(B=B, T=T, C=C, n_head=H)
     groups = (-(-T // 64), B * H, 1)
     y_ref, cache = model.attention_forward(*f64(q, k, v), H)
     r = gpu.run("attention", "attention_forward", params,
@@ -272,7 +290,7 @@ def test_embedding(rng, B, T, C):
     tokens = rng.integers(0, V, (B, T)).astype(np.uint32)
     tokens.ravel()[: min(tokens.size, 5)] = 7  # repeated tokens must sum, not overwrite
     wte, wpe, dout = randn(rng, V, C), randn(rng, block, C), randn(rng, B, T, C)
-    params = (B, T, C, V, 0)
+    params = dict(B=B, T=T, C=C, V=V, flags=0)
     out = gpu.run("embedding", "embedding_forward", params, {1: tokens, 2: wte, 3: wpe, 4: nans(B, T, C)},
                   gpu.groups_1d(B * T * C), out=[4])[4]
     check("embedding", out, model.encoder_forward(wte, wpe, tokens.astype(np.int64)))
@@ -282,7 +300,7 @@ def test_embedding(rng, B, T, C):
                   (-(-C // 64), V, 1), out=[6])[6]
     check("embedding", got, dwte)
     dwte0 = randn(rng, V, C)
-    got = gpu.run("embedding", "embedding_backward_wte", (B, T, C, V, 2), {1: tokens, 5: dout, 6: dwte0},
+    got = gpu.run("embedding", "embedding_backward_wte", params | {"flags": 2}, {1: tokens, 5: dout, 6: dwte0},
                   (-(-C // 64), V, 1), out=[6])[6]
     check("embedding", got, dwte + dwte0)
     start = np.full((block, C), 5.0, np.float32)
@@ -297,9 +315,9 @@ def test_embedding(rng, B, T, C):
 @pytest.mark.parametrize("n", [1, 255, 257, 100_000])
 def test_residual(rng, n):
     a, b = randn(rng, n), randn(rng, n)
-    out = gpu.run("residual", "residual_add", (n,), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
+    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
     check("residual", out, a + b)
-    out = gpu.run("residual", "residual_accumulate", (n,), {1: a, 3: b}, gpu.groups_1d(n), out=[3])[3]
+    out = gpu.run("residual", "residual_accumulate", dict(n=n), {1: a, 3: b}, gpu.groups_1d(n), out=[3])[3]
     check("residual", out, a + b)
 
 
@@ -309,7 +327,7 @@ def test_elementwise_grid_wraps_past_65535_workgroups(rng):
     b = np.full(n, 0.5, np.float32)
     groups = gpu.groups_1d(n)
     assert groups[1] == 2
-    out = gpu.run("residual", "residual_add", (n,), {1: a, 2: b, 3: nans(n)}, groups, out=[3])[3]
+    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, groups, out=[3])[3]
     check("residual", out, a + b)
 
 
@@ -322,15 +340,16 @@ def test_crossentropy(rng, B, T):
     logits = randn(rng, B, T, V) * 4
     targets = rng.integers(0, V, (B, T)).astype(np.uint32)
     loss_ref, probs = model.crossentropy_forward(logits.astype(np.float64), targets.astype(np.int64))
-    r = gpu.run("crossentropy", "crossentropy_forward", (rows, V),
+    params = dict(rows=rows, V=V)
+    r = gpu.run("crossentropy", "crossentropy_forward", params,
                 {1: logits, 2: targets, 3: nans(rows), 4: nans(rows)}, (rows, 1, 1), out=[3, 4])
     l64 = logits.astype(np.float64).reshape(rows, V)
     lse_ref = np.log(np.exp(l64 - l64.max(1, keepdims=True)).sum(1)) + l64.max(1)
     check("crossentropy", r[4], lse_ref)
     check("crossentropy", r[3], lse_ref - l64[np.arange(rows), targets.ravel()])
-    mean = gpu.run("crossentropy", "crossentropy_mean", (rows, V), {7: r[3], 8: nans(1)}, (1, 1, 1), out=[8])[8]
+    mean = gpu.run("crossentropy", "crossentropy_mean", params, {7: r[3], 8: nans(1)}, (1, 1, 1), out=[8])[8]
     check("crossentropy", mean, [loss_ref])
-    dlogits = gpu.run("crossentropy", "crossentropy_backward", (rows, V),
+    dlogits = gpu.run("crossentropy", "crossentropy_backward", params,
                       {1: logits, 2: targets, 5: r[4], 6: nans(rows, V)}, (rows, 1, 1), out=[6])[6]
     check("crossentropy", dlogits, model.crossentropy_backward(probs, targets.astype(np.int64)))
 
@@ -341,8 +360,9 @@ OPT = FACTS["optimizer"]
 
 
 def optimizer_params(n=0, n_partials=0, offset=0, lr=0.0, weight_decay=0.0, step=1):
-    return (n, n_partials, offset, OPT["grad_clip"], lr, OPT["beta1"], OPT["beta2"], OPT["eps"], weight_decay,
-            1 - OPT["beta1"] ** step, 1 - OPT["beta2"] ** step)
+    return dict(n=n, n_partials=n_partials, offset=offset, grad_clip=OPT["grad_clip"], lr=lr, beta1=OPT["beta1"],
+                beta2=OPT["beta2"], eps=OPT["eps"], weight_decay=weight_decay, bc1=1 - OPT["beta1"] ** step,
+                bc2=1 - OPT["beta2"] ** step)
 
 
 def gpu_grad_norm(grad, n_partials):
@@ -402,11 +422,13 @@ def test_kernels_with_reductions_are_bitwise_deterministic(rng):
     lse = rng.standard_normal(B * H * T).astype(np.float32) + 5
     delta = randn(rng, B * H * T)
     args = {1: q, 2: k, 3: v, 6: dy, 12: lse, 13: delta, 9: nans(B, T, C), 10: nans(B, T, C)}
-    runs = [gpu.run("attention", "attention_backward_dkdv", (B, T, C, H), args, (1, B * H, 1), out=[9, 10])
+    runs = [gpu.run("attention", "attention_backward_dkdv", dict(B=B, T=T, C=C, n_head=H), args, (1, B * H, 1),
+                    out=[9, 10])
             for _ in range(2)]
     assert all(np.array_equal(runs[0][i], runs[1][i]) for i in (9, 10))
     tokens = rng.integers(0, 4, B * T).astype(np.uint32)
     args = {1: tokens, 5: dy, 6: nans(256, C)}
-    runs = [gpu.run("embedding", "embedding_backward_wte", (B, T, C, 256, 0), args, (1, 256, 1), out=[6])[6]
+    runs = [gpu.run("embedding", "embedding_backward_wte", dict(B=B, T=T, C=C, V=256, flags=0), args, (1, 256, 1),
+                    out=[6])[6]
             for _ in range(2)]
     assert np.array_equal(runs[0], runs[1])

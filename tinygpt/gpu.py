@@ -1,8 +1,10 @@
-"""A narrow wgpu-py runner for shaders/*.wgsl, used by the kernel tests and benches.
+"""A narrow wgpu-py runner for the shader modules, used by the kernel tests and benches.
 
-One adapter and device per process; pipelines built once per (file, entry point).
-`run` takes numpy arrays for the storage bindings and a tuple for the uniform
-params (binding 0), dispatches, and reads back the bindings asked for.
+One adapter and device per process; modules composed as the build and the bundle compose them
+(tinygpt/build/wgsl.py), pipelines built once per (module, entry point).
+`run` takes numpy arrays for the storage bindings and the uniform params (binding 0) by name,
+packed in the order facts.json's wgsl.params gives (the engine's own table), dispatches, and
+reads back the bindings asked for.
 """
 import statistics
 import struct
@@ -13,7 +15,10 @@ from pathlib import Path
 import numpy as np
 import wgpu
 
-SHADERS = Path(__file__).resolve().parent.parent / "shaders"
+from .build import wgsl
+from .facts import FACTS
+
+ROOT = Path(__file__).resolve().parent.parent
 STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 
@@ -43,12 +48,15 @@ def describe() -> str:
 
 @cache
 def module(shader):
-    """shader: a name in shaders/ ("matmul"), or a Path to a .wgsl elsewhere (bench variants)."""
-    path = shader if isinstance(shader, Path) else SHADERS / f"{shader}.wgsl"
+    """shader: a module name ("matmul"), or a Path to a self-contained .wgsl elsewhere (bench variants)."""
+    if isinstance(shader, Path):
+        label, code = str(shader), shader.read_text()
+    else:
+        label, code = f"shaders/{shader}.wgsl", wgsl.compose(ROOT, shader).text
     try:
-        return device().create_shader_module(label=str(path), code=path.read_text())
+        return device().create_shader_module(label=label, code=code)
     except wgpu.GPUValidationError as e:
-        raise ValueError(f"{path}: WGSL does not compile:\n{e}") from None
+        raise ValueError(f"{label}: WGSL does not compile:\n{e}") from None
 
 
 @cache
@@ -56,18 +64,26 @@ def pipeline(shader, entry: str):
     return device().create_compute_pipeline(layout="auto", compute={"module": module(shader), "entry_point": entry})
 
 
-def pack_params(params) -> bytes:
-    """Params structs hold only 4-byte scalars: Python int -> u32, float -> f32, in order."""
+def pack_params(shader, params: dict) -> bytes:
+    """The uniform Params of a module, by name, in its facts.json order (u32, or f32 where the
+    field says ":f32"); a Path shader's in the order of its own struct Params."""
+    if isinstance(shader, Path):
+        fields = [field for field, _ in wgsl.struct_params(shader.read_text())[1]]
+    else:
+        fields = FACTS["wgsl"]["params"][shader]
+    names = [f.split(":")[0] for f in fields]
+    if sorted(params) != sorted(names):
+        raise KeyError(f"{shader} params are {names}, got {sorted(params)}")
     words = []
-    for value in params:
-        if isinstance(value, (bool, np.bool_)):
-            raise TypeError("pass flags as int, not bool")
-        if isinstance(value, (int, np.integer)):
-            if not 0 <= value < 2**32:
-                raise ValueError(f"param {value} does not fit a u32")
-            words.append(struct.pack("<I", int(value)))
-        else:
+    for field in fields:
+        name, _, kind = field.partition(":")
+        value = params[name]
+        if kind == "f32":
             words.append(struct.pack("<f", float(value)))
+        elif isinstance(value, (bool, np.bool_)) or not 0 <= value < 2**32 or value != int(value):
+            raise ValueError(f"param {name}={value!r} is no u32")
+        else:
+            words.append(struct.pack("<I", int(value)))
     data = b"".join(words) or b"\0" * 4
     return data + b"\0" * (-len(data) % 16)
 
@@ -79,8 +95,8 @@ def upload(array: np.ndarray):
     return device().create_buffer_with_data(data=data.tobytes() if data.size else b"\0" * 4, usage=STORAGE)
 
 
-def uniform(params):
-    return device().create_buffer_with_data(data=pack_params(params), usage=wgpu.BufferUsage.UNIFORM)
+def uniform(shader, params: dict):
+    return device().create_buffer_with_data(data=pack_params(shader, params), usage=wgpu.BufferUsage.UNIFORM)
 
 
 def bind_group(shader, entry: str, buffers: dict):
@@ -101,10 +117,10 @@ def read(buffer, dtype=np.float32) -> np.ndarray:
     return np.frombuffer(device().queue.read_buffer(buffer), dtype=dtype).copy()
 
 
-def run(shader, entry: str, params, arrays: dict, workgroups, out=()) -> dict:
+def run(shader, entry: str, params: dict, arrays: dict, workgroups, out=()) -> dict:
     """Run one entry point once. arrays: binding -> numpy array (read_write bindings start
     with the array's contents); returns binding -> flat array for each binding in `out`."""
-    buffers = {0: uniform(params)} | {i: upload(a) for i, a in arrays.items()}
+    buffers = {0: uniform(shader, params)} | {i: upload(a) for i, a in arrays.items()}
     encoder = device().create_command_encoder()
     dispatch(encoder, shader, entry, bind_group(shader, entry, buffers), workgroups)
     device().queue.submit([encoder.finish()])

@@ -6,7 +6,8 @@ the top level.
 
 Entry points: webapp/app/main.ts -> assets["app"] (and assets["app_css"] when it
 imports CSS), webapp/worker/worker.ts -> assets["worker"]. ESM, minified, source
-maps, `.wgsl` imported as text, JSON as data. Entries not written yet are skipped
+maps, `.wgsl` imported as text (the engine's shader modules as wgsl.py composes
+them into .cache/wgsl/, written first), JSON as data. Entries not written yet are skipped
 with a note.
 """
 import hashlib
@@ -18,7 +19,7 @@ import tempfile
 from pathlib import Path
 
 from ..facts import FACTS
-from . import markdown
+from . import markdown, wgsl
 from .context import BuildError, Context
 
 ENTRIES = {"app": "webapp/app/main.ts", "worker": "webapp/worker/worker.ts"}
@@ -154,6 +155,7 @@ def run(ctx: Context) -> str:
     if entries or (ctx.root / "webapp/cpu/asconfig.json").exists():
         ensure_node_modules(ctx.root)
     if entries:
+        wgsl.write_modules(ctx.root)
         ctx.assets.update(_esbuild(ctx.root, assets_dir, entries))
         built += list(entries)
     if (ctx.root / "webapp/cpu/asconfig.json").exists():

@@ -1,14 +1,17 @@
-"""The shaders step: compile every shaders/*.wgsl with real WGSL compilers.
+"""The shaders step: compile every shader module (shaders/*.wgsl composed with what it
+includes, tinygpt/build/wgsl.py) with real WGSL compilers.
 
 Portable WGSL goes through wgpu-py (naga) on whatever adapter exists (lavapipe on
-CPU-only Linux). Every shader also goes through Tint, the compiler Chromium
+CPU-only Linux). Every module also goes through Tint, the compiler Chromium
 runs, via Dawn in Node (npm `webgpu`, tint_check.mjs), when Dawn finds an
-adapter: Tint's uniformity analysis rejects code naga accepts. Files using
+adapter: Tint's uniformity analysis rejects code naga accepts. Modules using
 Chromium-only WGSL (`enable subgroups;`, Chromium's experimental extensions),
 which naga cannot read, need Tint: without it they fail the build. An invalid
-shader fails the build with `shaders/file.wgsl:line:col: message (compiler)`.
-Passes are cached per file, source and compiler in .cache/shaders.json, so a
-warm build does not start the compilers.
+shader fails the build with `shaders/file.wgsl:line:col: message (compiler)`, at the
+line of the file it came from (an included one too). Each module's `struct Params` must
+match facts.json's wgsl.params, the table the engine packs params by. Passes are cached
+per module, composed text and compiler in .cache/shaders.json, so a warm build does not
+start the compilers.
 """
 import contextlib
 import hashlib
@@ -19,7 +22,9 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from .context import BuildError, Context, read_text
+from ..facts import FACTS, PATH as FACTS_PATH
+from . import wgsl
+from .context import BuildError, Context, read_json
 
 CHROMIUM_ONLY = re.compile(r"^\s*enable\s+[^;]*\b(subgroups|chromium_\w+)\b", re.M)
 NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
@@ -105,16 +110,41 @@ def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | 
     return {name: (r["message"], r["where"]) if r else None for name, r in json.loads(result.stdout).items()}
 
 
+def check_params(module: wgsl.Module):
+    """The module's struct Params against its row of facts.json's wgsl.params, field by field."""
+    found = wgsl.struct_params(module.text)
+    table = FACTS["wgsl"]["params"].get(module.name)
+    _, where = read_json(FACTS_PATH, "tinygpt/facts.json")
+    if found is None and table is None:
+        return
+    if found is None:
+        raise BuildError(f"declares no struct Params, but {where('wgsl', 'params', module.name)} lists its params",
+                         module.where(1))
+    struct_line, fields = found
+    if table is None:
+        raise BuildError("struct Params has no row in tinygpt/facts.json wgsl.params, which the engine packs params by",
+                         module.where(struct_line))
+    for i in range(max(len(fields), len(table))):
+        mine, theirs = (fields[i][0] if i < len(fields) else None), (table[i] if i < len(table) else None)
+        if mine != theirs:
+            line = fields[i][1] if i < len(fields) else fields[-1][1] + 1 if fields else struct_line  # else: the brace
+            raise BuildError(f"struct Params field {i + 1} is {mine or 'missing'}, but "
+                             f"{where('wgsl', 'params', module.name)} says {theirs or 'nothing'} "
+                             "(a u32 field is written as its name, any other type as name:type)", module.where(line))
+
+
 def run(ctx: Context) -> str:
-    """naga checks the portable shaders, Tint (the compiler Chromium runs) checks every shader
-    when Dawn finds an adapter; a Chromium-only shader without Tint fails the build."""
-    shader_dir = ctx.root / "shaders"
-    paths = sorted(shader_dir.glob("*.wgsl")) if shader_dir.exists() else []
-    if not paths:
+    """naga checks the portable modules, Tint (the compiler Chromium runs) checks every module
+    when Dawn finds an adapter; a Chromium-only module without Tint fails the build."""
+    found = wgsl.names(ctx.root) if (ctx.root / "shaders").exists() else []
+    if not found:
         return "no shaders/*.wgsl yet"
     cache_path = ctx.cache / "shaders.json"
     cache: dict[str, list[str]] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    sources = {str(p.relative_to(ctx.root)): read_text(p, str(p.relative_to(ctx.root))) for p in paths}
+    modules = {f"shaders/{n}.wgsl": wgsl.compose(ctx.root, n) for n in found}
+    for module in modules.values():
+        check_params(module)
+    sources = {name: module.text for name, module in modules.items()}
     digest = {name: hashlib.sha256(src.encode()).hexdigest() for name, src in sources.items()}
     chromium_only = {name for name, src in sources.items() if compiler_for(src) == "tint"}
 
@@ -135,7 +165,7 @@ def run(ctx: Context) -> str:
             if missing:
                 line = sources[missing[0]].count("\n", 0, CHROMIUM_ONLY.search(sources[missing[0]]).start(1)) + 1
                 raise BuildError(f"only Tint can check {', '.join(missing)} (Chromium-only WGSL), "
-                                 f"and Dawn found no adapter: {e}", f"{missing[0]}:{line}") from None  # the enable
+                                 f"and Dawn found no adapter: {e}", modules[missing[0]].where(line)) from None  # the enable
             tint_ran = False
             ctx.notes.append(f"shaders: Dawn found no adapter, so Tint did not check the shaders ({e})")
     for name, compiler, r in results:
@@ -146,9 +176,13 @@ def run(ctx: Context) -> str:
     cache_path.write_text(json.dumps(cache, indent=1, sort_keys=True))
     failures = sorted((name, compiler, r) for name, compiler, r in results if r)
     if failures:
-        name, compiler, (message, where) = failures[0]
-        others = "".join(f"\n{n}:{w or '1:1'}: {m} ({c})" for n, c, (m, w) in failures[1:])
-        raise BuildError(f"{message} ({compiler}){others}", f"{name}:{where or '1:1'}")
+        def located(name, compiler, message, at):
+            """(original file:line:col, message naming the module when the error is in an included file)."""
+            where = modules[name].where(*map(int, (at or "1:1").split(":")))
+            return where, message + (f" (in {name})" if not where.startswith(name + ":") else "") + f" ({compiler})"
+        where, message = located(*failures[0][:2], *failures[0][2])
+        others = "".join("\n{}: {}".format(*located(n, c, m, w)) for n, c, (m, w) in failures[1:])
+        raise BuildError(message + others, where)
     both = len(sources) - len(chromium_only) if tint_ran else 0
     summary = (f"{len(sources)} shaders valid: {both} by naga (wgpu) and Tint (Dawn), "
                f"{len(sources) - len(chromium_only) - both} by naga only, {len(chromium_only)} by Tint only")

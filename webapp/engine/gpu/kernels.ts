@@ -1,21 +1,29 @@
-// The kernel table: op -> WGSL source, entry point and workgroup counts. The
-// backend builds one pipeline per op from it. A faster variant (f16 storage,
-// subgroups, ...) replaces an entry after passing the numerics gate and must
-// keep the op's bindings and params (OP_PARAMS; each shaders/ file documents
-// them at its top).
+// The kernel table: op -> shader module, entry point and workgroup counts. The backend builds
+// one pipeline per op from it. A faster variant (f16 storage, subgroups, ...) replaces an entry
+// after passing the numerics gate and must keep the op's bindings and params (each shaders/
+// file documents them at its top).
 
-import matmul from "../../../shaders/matmul.wgsl";
-import matmulVec4 from "../../../shaders/matmul_vec4.wgsl";
-import layernorm from "../../../shaders/layernorm.wgsl";
-import embedding from "../../../shaders/embedding.wgsl";
-import gelu from "../../../shaders/gelu.wgsl";
-import residual from "../../../shaders/residual.wgsl";
-import attention from "../../../shaders/attention.wgsl";
-import crossentropy from "../../../shaders/crossentropy.wgsl";
-import optimizer from "../../../shaders/optimizer.wgsl";
+// The modules as tinygpt/build/wgsl.py composes them (prelude and #include resolved): every
+// bundle writes them to .cache/wgsl/ first.
+import matmul from "../../../.cache/wgsl/matmul.wgsl";
+import matmulVec4 from "../../../.cache/wgsl/matmul_vec4.wgsl";
+import layernorm from "../../../.cache/wgsl/layernorm.wgsl";
+import embedding from "../../../.cache/wgsl/embedding.wgsl";
+import gelu from "../../../.cache/wgsl/gelu.wgsl";
+import residual from "../../../.cache/wgsl/residual.wgsl";
+import attention from "../../../.cache/wgsl/attention.wgsl";
+import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
+import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
+import facts from "../../../tinygpt/facts.json";
 
-/** The widest head the attention kernels take: their registers are sized by the shader's own MAX_D. */
-export const MAX_HEAD_DIM = Number(/const MAX_D = (\d+)u;/.exec(attention)?.[1]);
+const SOURCES = { matmul, matmul_vec4: matmulVec4, layernorm, embedding, gelu, residual, attention, crossentropy, optimizer };
+type Module = keyof typeof SOURCES;
+
+/** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
+export const MAX_HEAD_DIM = facts.wgsl.consts.MAX_HEAD_DIM;
+/** Params.flags bits, as the shaders' prelude declares them. */
+export const BIAS = facts.wgsl.consts.BIAS;
+export const ACCUMULATE = facts.wgsl.consts.ACCUMULATE;
 
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;
@@ -23,10 +31,16 @@ export type Sizes = Record<string, number>;
 export interface Kernel {
   source: string;
   entry: string;
+  /** The uniform Params (binding 0) in order, from facts.json wgsl.params: ":f32" marks a float, others are u32. */
+  params: string[];
   workgroups: (s: Sizes) => Workgroups;
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
+
+function kernel(module: Module, entry: string, workgroups: Kernel["workgroups"]): Kernel {
+  return { source: SOURCES[module], entry, params: facts.wgsl.params[module], workgroups };
+}
 
 const matmulTiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), 1];
 // `splits` (a dispatch size, not a shader param): how many runs K or the rows are cut into,
@@ -44,83 +58,40 @@ export function elementwise(n: number): Workgroups {
 }
 
 export const F32_KERNELS = {
-  matmul_nn: { source: matmul, entry: "matmul_nn", workgroups: matmulTiles },
-  matmul_nt: { source: matmul, entry: "matmul_nt", workgroups: matmulTiles },
-  matmul_tn: { source: matmul, entry: "matmul_tn", workgroups: matmulTiles },
-  matmul_vec4_nn: { source: matmulVec4, entry: "matmul_vec4_nn", workgroups: vec4Tiles },
-  matmul_vec4_nt: { source: matmulVec4, entry: "matmul_vec4_nt", workgroups: vec4Tiles },
-  matmul_vec4_tn: { source: matmulVec4, entry: "matmul_vec4_tn", workgroups: vec4Tiles },
-  matmul_vec4_nn_64: { source: matmulVec4, entry: "matmul_vec4_nn_64", workgroups: vec4Tiles64 },
-  matmul_vec4_nt_64: { source: matmulVec4, entry: "matmul_vec4_nt_64", workgroups: vec4Tiles64 },
-  matmul_vec4_tn_64: { source: matmulVec4, entry: "matmul_vec4_tn_64", workgroups: vec4Tiles64 },
-  matmul_colsum: { source: matmul, entry: "matmul_colsum", workgroups: (s) => [ceil(s.N, 64), s.splits ?? 1, 1] },
-  layernorm_forward: { source: layernorm, entry: "layernorm_forward", workgroups: perRow },
-  layernorm_backward_dx: { source: layernorm, entry: "layernorm_backward_dx", workgroups: perRow },
-  layernorm_backward_params: { source: layernorm, entry: "layernorm_backward_params", workgroups: (s) => [ceil(s.C, 32), s.splits ?? 1, 1] },
-  embedding_forward: { source: embedding, entry: "embedding_forward", workgroups: (s) => elementwise(s.B * s.T * s.C) },
-  embedding_backward_wte: { source: embedding, entry: "embedding_backward_wte", workgroups: (s) => [ceil(s.C, 64), s.V, 1] },
-  embedding_backward_wpe: { source: embedding, entry: "embedding_backward_wpe", workgroups: (s) => elementwise(s.T * s.C) },
-  gelu_forward: { source: gelu, entry: "gelu_forward", workgroups: (s) => elementwise(s.n) },
-  gelu_backward: { source: gelu, entry: "gelu_backward", workgroups: (s) => elementwise(s.n) },
-  residual_add: { source: residual, entry: "residual_add", workgroups: (s) => elementwise(s.n) },
-  residual_accumulate: { source: residual, entry: "residual_accumulate", workgroups: (s) => elementwise(s.n) },
-  attention_forward: { source: attention, entry: "attention_forward", workgroups: perHeadBlock },
-  attention_backward_delta: { source: attention, entry: "attention_backward_delta", workgroups: perHeadBlock },
-  attention_backward_dq: { source: attention, entry: "attention_backward_dq", workgroups: perHeadBlock },
-  attention_backward_dkdv: { source: attention, entry: "attention_backward_dkdv", workgroups: perHeadBlock },
-  crossentropy_forward: { source: crossentropy, entry: "crossentropy_forward", workgroups: perRow },
-  crossentropy_backward: { source: crossentropy, entry: "crossentropy_backward", workgroups: perRow },
-  crossentropy_mean: { source: crossentropy, entry: "crossentropy_mean", workgroups: () => [1, 1, 1] },
-  grad_norm_partial: { source: optimizer, entry: "grad_norm_partial", workgroups: (s) => [s.n_partials, 1, 1] },
-  grad_norm_final: { source: optimizer, entry: "grad_norm_final", workgroups: () => [1, 1, 1] },
-  adamw: { source: optimizer, entry: "adamw", workgroups: (s) => elementwise(s.n) },
+  matmul_nn: kernel("matmul", "matmul_nn", matmulTiles),
+  matmul_nt: kernel("matmul", "matmul_nt", matmulTiles),
+  matmul_tn: kernel("matmul", "matmul_tn", matmulTiles),
+  matmul_vec4_nn: kernel("matmul_vec4", "matmul_vec4_nn", vec4Tiles),
+  matmul_vec4_nt: kernel("matmul_vec4", "matmul_vec4_nt", vec4Tiles),
+  matmul_vec4_tn: kernel("matmul_vec4", "matmul_vec4_tn", vec4Tiles),
+  matmul_vec4_nn_64: kernel("matmul_vec4", "matmul_vec4_nn_64", vec4Tiles64),
+  matmul_vec4_nt_64: kernel("matmul_vec4", "matmul_vec4_nt_64", vec4Tiles64),
+  matmul_vec4_tn_64: kernel("matmul_vec4", "matmul_vec4_tn_64", vec4Tiles64),
+  matmul_colsum: kernel("matmul", "matmul_colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1]),
+  layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
+  layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
+  layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1]),
+  embedding_forward: kernel("embedding", "embedding_forward", (s) => elementwise(s.B * s.T * s.C)),
+  embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, 1]),
+  embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
+  gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
+  gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
+  residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
+  residual_accumulate: kernel("residual", "residual_accumulate", (s) => elementwise(s.n)),
+  attention_forward: kernel("attention", "attention_forward", perHeadBlock),
+  attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
+  attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
+  attention_backward_dkdv: kernel("attention", "attention_backward_dkdv", perHeadBlock),
+  crossentropy_forward: kernel("crossentropy", "crossentropy_forward", perRow),
+  crossentropy_backward: kernel("crossentropy", "crossentropy_backward", perRow),
+  crossentropy_mean: kernel("crossentropy", "crossentropy_mean", () => [1, 1, 1]),
+  grad_norm_partial: kernel("optimizer", "grad_norm_partial", (s) => [s.n_partials, 1, 1]),
+  grad_norm_final: kernel("optimizer", "grad_norm_final", () => [1, 1, 1]),
+  adamw: kernel("optimizer", "adamw", (s) => elementwise(s.n)),
 } satisfies Record<string, Kernel>;
 
 export type Op = keyof typeof F32_KERNELS;
 export type KernelTable = Record<Op, Kernel>;
-
-// Each op's uniform params (binding 0) in order; ":f32" marks a float, others are u32.
-const MATMUL = ["M", "N", "K", "flags"];
-const LAYERNORM = ["rows", "C", "eps:f32", "flags"];
-const EMBEDDING = ["B", "T", "C", "V", "flags"];
-const ATTENTION = ["B", "T", "C", "n_head"];
-const CROSSENTROPY = ["rows", "V"];
-const OPTIMIZER = ["n", "n_partials", "offset", "grad_clip:f32", "lr:f32", "beta1:f32", "beta2:f32", "eps:f32", "weight_decay:f32", "bc1:f32", "bc2:f32"];
-export const OP_PARAMS: Record<Op, string[]> = {
-  matmul_nn: MATMUL,
-  matmul_nt: MATMUL,
-  matmul_tn: MATMUL,
-  matmul_vec4_nn: MATMUL,
-  matmul_vec4_nt: MATMUL,
-  matmul_vec4_tn: MATMUL,
-  matmul_vec4_nn_64: MATMUL,
-  matmul_vec4_nt_64: MATMUL,
-  matmul_vec4_tn_64: MATMUL,
-  matmul_colsum: MATMUL,
-  layernorm_forward: LAYERNORM,
-  layernorm_backward_dx: LAYERNORM,
-  layernorm_backward_params: LAYERNORM,
-  embedding_forward: EMBEDDING,
-  embedding_backward_wte: EMBEDDING,
-  embedding_backward_wpe: EMBEDDING,
-  gelu_forward: ["n"],
-  gelu_backward: ["n"],
-  residual_add: ["n"],
-  residual_accumulate: ["n"],
-  attention_forward: ATTENTION,
-  attention_backward_delta: ATTENTION,
-  attention_backward_dq: ATTENTION,
-  attention_backward_dkdv: ATTENTION,
-  crossentropy_forward: CROSSENTROPY,
-  crossentropy_backward: CROSSENTROPY,
-  crossentropy_mean: CROSSENTROPY,
-  grad_norm_partial: OPTIMIZER,
-  grad_norm_final: OPTIMIZER,
-  adamw: OPTIMIZER,
-};
-
-export const BIAS = 1;
-export const ACCUMULATE = 2;
 
 export type Orientation = "nn" | "nt" | "tn";
 

@@ -3,7 +3,7 @@
 // live in one uniform buffer; slots that change per step (AdamW's lr and bias
 // corrections) are rewritten with queue.writeBuffer before each submit.
 
-import { type KernelTable, OP_PARAMS, type Op, type Sizes, type Workgroups } from "./kernels";
+import type { Kernel, KernelTable, Op, Sizes, Workgroups } from "./kernels";
 
 export type Binding = GPUBuffer | GPUBufferBinding;
 
@@ -20,11 +20,10 @@ interface Pending {
   workgroups: Workgroups;
 }
 
-export function packParams(op: Op, sizes: Sizes): ArrayBuffer {
-  const fields = OP_PARAMS[op];
-  const buf = new ArrayBuffer(Math.ceil((fields.length * 4) / 16) * 16);
+export function packParams(op: Op, kernel: Kernel, sizes: Sizes): ArrayBuffer {
+  const buf = new ArrayBuffer(Math.ceil((kernel.params.length * 4) / 16) * 16);
   const view = new DataView(buf);
-  fields.forEach((f, i) => {
+  kernel.params.forEach((f, i) => {
     const [name, type] = f.split(":");
     const value = sizes[name];
     if (value === undefined) throw new Error(`${op}: missing param ${name}`);
@@ -85,7 +84,7 @@ export class Recorder {
   /** Adds one dispatch; returns its params slot (for `rewrite`). */
   op(op: Op, sizes: Sizes, bindings: Record<number, Binding>): number {
     const slot = this.blobs.length;
-    this.blobs.push(packParams(op, sizes));
+    this.blobs.push(packParams(op, this.pipelines.kernels[op], sizes));
     this.pending.push({ op, slot, bindings, workgroups: this.pipelines.kernels[op].workgroups(sizes) });
     return slot;
   }
@@ -109,7 +108,7 @@ export class Recorder {
   }
 
   rewrite(slot: number, op: Op, sizes: Sizes): void {
-    this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, sizes));
+    this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, this.pipelines.kernels[op], sizes));
   }
 
   destroy(): void {
