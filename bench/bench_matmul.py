@@ -45,6 +45,8 @@ class Kernel:
     def __init__(self, name, shader, entry, tile, aligned=False, bias=True):
         self.name, self.shader, self.entry, self.tile, self.aligned = name, shader, entry, tile, aligned
         self.bias = bias  # whether the entry point declares binding 3
+        # A module of shaders/ takes its tile as the override BLOCK; the old variants have theirs built in.
+        self.constants = {} if isinstance(shader, Path) else {"BLOCK": tile}
 
     def bindings(self, a, b, c):
         return {1: a, 2: b, 4: c} | ({3: np.zeros(c.shape[-1], np.float32)} if self.bias else {})
@@ -65,8 +67,8 @@ KERNELS = [
     Kernel("tiled16 (plain)", VARIANTS / "tiled16.wgsl", "matmul_nn", 16, bias=False),
     Kernel("reg8x8 (first cut)", VARIANTS / "reg8x8.wgsl", "matmul_nn", 128),
     *[Kernel(f"matmul {o}", "matmul", f"matmul_{o}", 128) for o in ("nn", "nt", "tn")],
-    *[Kernel(f"matmul_vec4 {o}", "matmul_vec4", f"matmul_vec4_{o}", 128, aligned=True) for o in ("nn", "nt", "tn")],
-    *[Kernel(f"matmul_vec4 {o}_64", "matmul_vec4", f"matmul_vec4_{o}_64", 64, aligned=True) for o in ("nn", "nt", "tn")],
+    *[Kernel(f"matmul_vec4 {o}", "matmul_vec4", f"matmul_{o}", 128, aligned=True) for o in ("nn", "nt", "tn")],
+    *[Kernel(f"matmul_vec4 {o}_64", "matmul_vec4", f"matmul_{o}", 64, aligned=True) for o in ("nn", "nt", "tn")],
 ]
 
 
@@ -83,7 +85,7 @@ def check(kernel, rng, M, N, K):
     a, b = kernel.operands(A, B)
     poison = np.full((M, N), np.nan, np.float32)
     out = gpu.run(kernel.shader, kernel.entry, dict(M=M, N=N, K=K, flags=0), kernel.bindings(a, b, poison),
-                  kernel.groups(M, N), out=[4])[4].reshape(M, N)
+                  kernel.groups(M, N), out=[4], constants=kernel.constants)[4].reshape(M, N)
     return rel_error(out, A.astype(np.float64) @ B)
 
 
@@ -91,7 +93,7 @@ def gpu_seconds(kernel, rng, M, N, K):
     a, b = kernel.operands(randn(rng, M, K), randn(rng, K, N))
     buffers = {0: gpu.uniform(kernel.shader, dict(M=M, N=N, K=K, flags=0))}
     buffers |= {i: gpu.upload(x) for i, x in kernel.bindings(a, b, np.zeros((M, N), np.float32)).items()}
-    return gpu.seconds_per_dispatch(kernel.shader, kernel.entry, buffers, kernel.groups(M, N))
+    return gpu.seconds_per_dispatch(kernel.shader, kernel.entry, buffers, kernel.groups(M, N), constants=kernel.constants)
 
 
 def numpy_seconds(rng, M, N, K):

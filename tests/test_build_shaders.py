@@ -178,3 +178,14 @@ def test_the_repositorys_modules_agree_with_the_table_and_a_changed_field_is_cau
         shaders.check_params(wgsl.compose(tmp_path, "layernorm"))
     assert e.value.where == "shaders/layernorm.wgsl:" + location_of(path.read_text(), "eps: u32").split(":")[0]
 
+
+def test_the_matmul_modules_compose_as_f16():
+    """elem is the hook for f16 variants: the matmul family compiles with `alias elem = f16;`."""
+    import wgpu
+
+    adapter = wgpu.gpu.request_adapter_sync()
+    if adapter is None or "shader-f16" not in adapter.features:
+        pytest.skip("no wgpu adapter with shader-f16 here")
+    modules = {n: wgsl.compose(REPO, n, elem="f16") for n in ("matmul", "matmul_vec4")}
+    assert all(m.text.startswith("enable f16;\nalias elem = f16;") for m in modules.values())
+    assert shaders.check_naga({n: m.text for n, m in modules.items()}) == {"matmul": None, "matmul_vec4": None}

@@ -1,7 +1,7 @@
 """A narrow wgpu-py runner for the shader modules, used by the kernel tests and benches.
 
 One adapter and device per process; modules composed as the build and the bundle compose them
-(tinygpt/build/wgsl.py), pipelines built once per (module, entry point).
+(tinygpt/build/wgsl.py), pipelines built once per (module, entry point, override constants).
 `run` takes numpy arrays for the storage bindings and the uniform params (binding 0) by name,
 packed in the order facts.json's wgsl.params gives (the engine's own table), dispatches, and
 reads back the bindings asked for.
@@ -60,8 +60,10 @@ def module(shader):
 
 
 @cache
-def pipeline(shader, entry: str):
-    return device().create_compute_pipeline(layout="auto", compute={"module": module(shader), "entry_point": entry})
+def pipeline(shader, entry: str, constants: tuple = ()):
+    """constants: the pipeline-override constants as sorted (name, value) pairs."""
+    stage = {"module": module(shader), "entry_point": entry, "constants": dict(constants)}
+    return device().create_compute_pipeline(layout="auto", compute=stage)
 
 
 def pack_params(shader, params: dict) -> bytes:
@@ -99,15 +101,16 @@ def uniform(shader, params: dict):
     return device().create_buffer_with_data(data=pack_params(shader, params), usage=wgpu.BufferUsage.UNIFORM)
 
 
-def bind_group(shader, entry: str, buffers: dict):
+def bind_group(shader, entry: str, buffers: dict, constants: tuple = ()):
     """buffers: binding index -> GPUBuffer (binding 0 being the params uniform)."""
     entries = [{"binding": i, "resource": {"buffer": b, "offset": 0, "size": b.size}} for i, b in sorted(buffers.items())]
-    return device().create_bind_group(layout=pipeline(shader, entry).get_bind_group_layout(0), entries=entries)
+    layout = pipeline(shader, entry, constants).get_bind_group_layout(0)
+    return device().create_bind_group(layout=layout, entries=entries)
 
 
-def dispatch(encoder, shader, entry: str, group, workgroups):
+def dispatch(encoder, shader, entry: str, group, workgroups, constants: tuple = ()):
     pass_ = encoder.begin_compute_pass()
-    pass_.set_pipeline(pipeline(shader, entry))
+    pass_.set_pipeline(pipeline(shader, entry, constants))
     pass_.set_bind_group(0, group)
     pass_.dispatch_workgroups(*workgroups)
     pass_.end()
@@ -117,21 +120,25 @@ def read(buffer, dtype=np.float32) -> np.ndarray:
     return np.frombuffer(device().queue.read_buffer(buffer), dtype=dtype).copy()
 
 
-def run(shader, entry: str, params: dict, arrays: dict, workgroups, out=()) -> dict:
+def run(shader, entry: str, params: dict, arrays: dict, workgroups, out=(), constants: dict | None = None) -> dict:
     """Run one entry point once. arrays: binding -> numpy array (read_write bindings start
-    with the array's contents); returns binding -> flat array for each binding in `out`."""
+    with the array's contents); returns binding -> flat array for each binding in `out`.
+    constants: pipeline-override constants (a matmul's BLOCK)."""
+    consts = tuple(sorted((constants or {}).items()))
     buffers = {0: uniform(shader, params)} | {i: upload(a) for i, a in arrays.items()}
     encoder = device().create_command_encoder()
-    dispatch(encoder, shader, entry, bind_group(shader, entry, buffers), workgroups)
+    dispatch(encoder, shader, entry, bind_group(shader, entry, buffers, consts), workgroups, consts)
     device().queue.submit([encoder.finish()])
     return {i: read(buffers[i], np.asarray(arrays[i]).dtype)[: np.asarray(arrays[i]).size] for i in out}
 
 
-def seconds_per_dispatch(shader, entry: str, buffers: dict, workgroups, passes=5, min_pass_s=0.05) -> float:
+def seconds_per_dispatch(shader, entry: str, buffers: dict, workgroups, passes=5, min_pass_s=0.05,
+                         constants: dict | None = None) -> float:
     """Median GPU seconds of one dispatch, from passes of back-to-back dispatches (GPU timestamps
     around each pass where the device has them, else wall clock to queue completion)."""
     dev = device()
-    group = bind_group(shader, entry, buffers)
+    consts = tuple(sorted((constants or {}).items()))
+    group = bind_group(shader, entry, buffers, consts)
     stamps = "timestamp-query" in dev.features
     if stamps:
         queries = dev.create_query_set(type="timestamp", count=2)
@@ -141,7 +148,7 @@ def seconds_per_dispatch(shader, entry: str, buffers: dict, workgroups, passes=5
         encoder = dev.create_command_encoder()
         writes = {"query_set": queries, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1} if stamps else None
         cpass = encoder.begin_compute_pass(timestamp_writes=writes)
-        cpass.set_pipeline(pipeline(shader, entry))
+        cpass.set_pipeline(pipeline(shader, entry, consts))
         cpass.set_bind_group(0, group)
         for _ in range(reps):
             cpass.dispatch_workgroups(*workgroups)

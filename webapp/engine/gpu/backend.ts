@@ -75,8 +75,8 @@ export class GpuBackend implements Backend {
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
     const paramBuf = (label: string) => this.buffer(label, this.layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
     this.bufs = { params: paramBuf("params"), grads: paramBuf("grads"), m: paramBuf("adam m"), v: paramBuf("adam v") };
-    this.trainGraph = new Graph(this.gpu, model, this.layout, this.bufs, train.batch_size, true);
-    this.sampleGraph = new Graph(this.gpu, model, this.layout, this.bufs, 1, false);
+    this.trainGraph = new Graph(this.gpu, pipelines.kernels, model, this.layout, this.bufs, train.batch_size, true);
+    this.sampleGraph = new Graph(this.gpu, pipelines.kernels, model, this.layout, this.bufs, 1, false);
 
     const n = this.layout.total;
     const nPartials = Math.min(Math.ceil(n / 256), PARTIALS_MAX);

@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, type Op, type Orientation, matmulOp } from "./kernels";
+import { ACCUMULATE, BIAS, type KernelTable, type Op, type Orientation, type Sizes, matmulOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -20,22 +20,10 @@ const FILL = 512;
 const MIN_RUN = 256;
 const MAX_SPLITS = 64;
 const COLSUM_MAX_N = 64 * 65535; // matmul_colsum's one-dimensional grid
-
-function splits(grid: number, run: number): number {
-  return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
-}
-
-/** Runs K is cut into for C[M,N] = Aᵀ·B by `op` (a weight gradient); 1 for no split. */
-function kSplits(op: Op, M: number, N: number, K: number): number {
-  if (!op.startsWith("matmul_vec4") || M * N > COLSUM_MAX_N) return 1;
-  const edge = op.endsWith("_64") ? 64 : 128;
-  return splits(Math.ceil(M / edge) * Math.ceil(N / edge), K);
-}
-
-/** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
-const colsumSplits = (rows: number, N: number) => splits(Math.ceil(N / 64), rows);
-/** Runs the rows are cut into for LayerNorm's parameter gradients. */
-const layernormSplits = (rows: number, C: number) => splits(Math.ceil(C / 32), rows);
+// Tokens and targets are u32; the split partials, the parameters and the loss stay f32 whatever
+// the kernels' activations are.
+const U32 = 4;
+const F32 = 4;
 
 export interface ParamBuffers {
   params: GPUBuffer;
@@ -77,6 +65,7 @@ export class Graph {
 
   constructor(
     private readonly device: GPUDevice,
+    private readonly kernels: KernelTable,
     private readonly model: ModelConfig,
     private readonly layout: GpuLayout,
     private readonly p: ParamBuffers,
@@ -86,9 +75,13 @@ export class Graph {
     const { n_layer: L, n_embd: C, n_head: H, block_size: T, vocab_size: V } = model;
     const BT = B * T;
     if (BT > 65535) throw new Error(`batch ${B} x block ${T} = ${BT} rows exceeds the 65535 rows one dispatch can cover`);
-    const buf = (label: string, floats: number) => this.alloc(label, floats);
-    this.tokens = buf("tokens", BT);
-    this.targets = buf("targets", BT);
+    // The activations and their gradients, as the table's kernels read and write them.
+    const sizes = new Set(Object.values(kernels).map((k) => k.elementBytes));
+    if (sizes.size !== 1) throw new Error(`the kernel table mixes element sizes (${[...sizes].join(", ")} bytes): its kernels share the activation buffers`);
+    const [elementBytes] = sizes;
+    const buf = (label: string, elements: number) => this.alloc(label, elements, elementBytes);
+    this.tokens = this.alloc("tokens", BT, U32);
+    this.targets = this.alloc("targets", BT, U32);
     for (let l = 0; l < L; l++) {
       this.layers.push({
         resIn: buf(`res${l}`, BT * C),
@@ -108,53 +101,81 @@ export class Graph {
     this.logits = buf("logits", BT * V);
     this.losses = buf("losses", BT);
     this.lse = buf("lse", BT);
-    this.loss = buf("loss", 4);
+    this.loss = this.alloc("loss", 4, F32); // the backend reads it back as f32
     if (training) {
       this.grad = {
         res: buf("dres", BT * C), ln: buf("dln", BT * C), att: buf("datt", BT * C),
         q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
         gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
-        partials: buf("split partials", this.partialFloats()),
+        partials: this.alloc("split partials", this.partialFloats(), F32),
       };
     }
+  }
+
+  /**
+   * Runs `op` cuts its reduction of `run` rows (or k steps) into, by the kernel's own fields:
+   * 1 where it cannot split or its grid already fills the GPU. Its `outputs` sums a run are
+   * added by matmul_colsum, whose grid bounds them.
+   */
+  private splits(op: Op, sizes: Sizes, run: number, outputs: number): number {
+    const kernel = this.kernels[op];
+    if (!kernel.split || outputs > COLSUM_MAX_N) return 1;
+    const grid = kernel.workgroups({ ...sizes, splits: 1 }).reduce((a, b) => a * b);
+    return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
+  }
+
+  /** Runs K is cut into for C[M,N] = Aᵀ·B (a weight gradient). */
+  private kSplits(op: Op, M: number, N: number, K: number): number {
+    return this.splits(op, { M, N, K, flags: 0 }, K, M * N);
+  }
+
+  /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
+  private colsumSplits(rows: number, N: number): number {
+    return this.splits("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, rows, N);
+  }
+
+  /** Runs the rows are cut into for LayerNorm's parameter gradients. */
+  private layernormSplits(rows: number, C: number): number {
+    return this.splits("layernorm_backward_params", { rows, C }, rows, C);
   }
 
   /** The largest partials buffer a split reduction needs in this graph. */
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
-    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => kSplits(matmulOp("tn", M, N, rows), M, N, rows) * M * N);
-    const biases = [C, 4 * C].map((N) => colsumSplits(rows, N) * N);
-    const S = layernormSplits(rows, C);
-    return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / 4 + S * C);
+    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => this.kSplits(matmulOp("tn", M, N, rows), M, N, rows) * M * N);
+    const biases = [C, 4 * C].map((N) => this.colsumSplits(rows, N) * N);
+    const S = this.layernormSplits(rows, C);
+    return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C);
   }
 
   /** Where LayerNorm's bias partials start, after its weight partials, at a bindable offset (bytes). */
   private lnBiasOffset(S: number): number {
     const align = this.device.limits.minStorageBufferOffsetAlignment;
-    return Math.ceil((S * this.model.n_embd * 4) / align) * align;
+    return Math.ceil((S * this.model.n_embd * F32) / align) * align;
   }
 
   private partials(floats: number, offset = 0): GPUBufferBinding {
-    return { buffer: this.grad!.partials, offset, size: floats * 4 };
+    return { buffer: this.grad!.partials, offset, size: floats * F32 };
   }
 
-  private alloc(label: string, floats: number): GPUBuffer {
+  private alloc(label: string, elements: number, elementBytes: number): GPUBuffer {
+    const bytes = elements * elementBytes;
     const limit = this.device.limits.maxStorageBufferBindingSize;
-    if (floats * 4 > limit) throw new Error(`the ${label} activations need ${((floats * 4) / 2 ** 20).toFixed(0)} MiB, more than this GPU binds at once (${(limit / 2 ** 20).toFixed(0)} MiB): use a smaller batch or model`);
-    const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil((floats * 4) / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    if (bytes > limit) throw new Error(`the ${label} activations need ${(bytes / 2 ** 20).toFixed(0)} MiB, more than this GPU binds at once (${(limit / 2 ** 20).toFixed(0)} MiB): use a smaller batch or model`);
+    const b = this.device.createBuffer({ label, size: Math.max(16, Math.ceil(bytes / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     this.owned.push(b);
     return b;
   }
 
   private w(name: string): GPUBufferBinding {
     const t = this.layout.byName.get(name)!;
-    return { buffer: this.p.params, offset: t.gpuOffset * 4, size: t.size * 4 };
+    return { buffer: this.p.params, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
   private g(name: string): GPUBufferBinding {
     const t = this.layout.byName.get(name)!;
-    return { buffer: this.p.grads, offset: t.gpuOffset * 4, size: t.size * 4 };
+    return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
   private linear(r: Recorder, x: Binding, prefix: string, out: Binding, M: number, K: number, N: number): void {
@@ -171,7 +192,7 @@ export class Graph {
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
   private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, M: number, N: number, K: number): void {
     const op = matmulOp("tn", M, N, K);
-    const S = kSplits(op, M, N, K);
+    const S = this.kSplits(op, M, N, K);
     if (S === 1) {
       r.op(op, { M, N, K, flags: 0 }, { 1: a, 2: b, 3: a, 4: out });
       return;
@@ -183,7 +204,7 @@ export class Graph {
 
   /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
   private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
-    const S = colsumSplits(rows, N);
+    const S = this.colsumSplits(rows, N);
     if (S === 1) {
       r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
       return;
@@ -200,7 +221,7 @@ export class Graph {
 
   private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
     const sizes = { rows: this.B * this.model.block_size, C: this.model.n_embd, eps: EPS, flags: accumulate ? ACCUMULATE : 0 };
-    const S = layernormSplits(sizes.rows, sizes.C);
+    const S = this.layernormSplits(sizes.rows, sizes.C);
     const [dw, db] = [this.g(`${prefix}.weight`), this.g(`${prefix}.bias`)];
     if (S === 1) {
       r.op("layernorm_backward_params", sizes, { 1: x, 5: mean, 6: rstd, 7: dout, 9: dw, 10: db });

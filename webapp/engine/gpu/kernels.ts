@@ -1,7 +1,9 @@
-// The kernel table: op -> shader module, entry point and workgroup counts. The backend builds
-// one pipeline per op from it. A faster variant (f16 storage, subgroups, ...) replaces an entry
-// after passing the numerics gate and must keep the op's bindings and params (each shaders/
-// file documents them at its top).
+// The kernel table: op -> shader module, entry point, override constants, workgroup counts, and
+// the facts the graph plans with: bytes per element, whether the op can split its reduction.
+// The backend builds one pipeline per op from it. A faster variant (f16 storage, subgroups,
+// matrix units, ...) replaces an entry after passing the numerics gate and must keep the op's
+// bindings and params (each shaders/ file documents them at its top); its own fields tell the
+// graph how large its buffers are and how its work divides.
 
 // The modules as tinygpt/build/wgsl.py composes them (prelude and #include resolved): every
 // bundle writes them to .cache/wgsl/ first.
@@ -33,20 +35,31 @@ export interface Kernel {
   entry: string;
   /** The uniform Params (binding 0) in order, from facts.json wgsl.params: ":f32" marks a float, others are u32. */
   params: string[];
+  /** Pipeline-override constants the module is specialised with: a matmul's tile, BLOCK. */
+  constants: Record<string, number>;
+  /** Bytes per element of the activations and gradients it reads and writes (4: f32). */
+  elementBytes: number;
+  /**
+   * Whether it takes a dispatch size `splits` > 1 and cuts its reduction (a matmul's K, a column
+   * sum's rows) into that many runs, their partial results for matmul_colsum to add (see its shader).
+   */
+  split: boolean;
   workgroups: (s: Sizes) => Workgroups;
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
-function kernel(module: Module, entry: string, workgroups: Kernel["workgroups"]): Kernel {
-  return { source: SOURCES[module], entry, params: facts.wgsl.params[module], workgroups };
+function kernel(module: Module, entry: string, workgroups: Kernel["workgroups"], split = false): Kernel {
+  return { source: SOURCES[module], entry, params: facts.wgsl.params[module], constants: {}, elementBytes: 4, split, workgroups };
 }
 
-const matmulTiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), 1];
-// `splits` (a dispatch size, not a shader param): how many runs K or the rows are cut into,
-// for the kernels that can split (see their shaders).
-const vec4Tiles = (s: Sizes): Workgroups => [ceil(s.N, 128), ceil(s.M, 128), s.splits ?? 1];
-const vec4Tiles64 = (s: Sizes): Workgroups => [ceil(s.N, 64), ceil(s.M, 64), s.splits ?? 1];
+export type Orientation = "nn" | "nt" | "tn";
+
+/** A matmul on BLOCK x BLOCK tiles of C; `splits` (a dispatch size, not a param) cuts K along grid z. */
+function tiled(module: "matmul" | "matmul_vec4", o: Orientation, BLOCK: number): Kernel {
+  return { ...kernel(module, `matmul_${o}`, (s) => [ceil(s.N, BLOCK), ceil(s.M, BLOCK), s.splits ?? 1], true), constants: { BLOCK } };
+}
+
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
 // Attention: one workgroup per block of 64 positions of one (batch, head).
 const perHeadBlock = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
@@ -58,19 +71,20 @@ export function elementwise(n: number): Workgroups {
 }
 
 export const F32_KERNELS = {
-  matmul_nn: kernel("matmul", "matmul_nn", matmulTiles),
-  matmul_nt: kernel("matmul", "matmul_nt", matmulTiles),
-  matmul_tn: kernel("matmul", "matmul_tn", matmulTiles),
-  matmul_vec4_nn: kernel("matmul_vec4", "matmul_vec4_nn", vec4Tiles),
-  matmul_vec4_nt: kernel("matmul_vec4", "matmul_vec4_nt", vec4Tiles),
-  matmul_vec4_tn: kernel("matmul_vec4", "matmul_vec4_tn", vec4Tiles),
-  matmul_vec4_nn_64: kernel("matmul_vec4", "matmul_vec4_nn_64", vec4Tiles64),
-  matmul_vec4_nt_64: kernel("matmul_vec4", "matmul_vec4_nt_64", vec4Tiles64),
-  matmul_vec4_tn_64: kernel("matmul_vec4", "matmul_vec4_tn_64", vec4Tiles64),
-  matmul_colsum: kernel("matmul", "matmul_colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1]),
+  matmul_nn: tiled("matmul", "nn", 128),
+  matmul_nt: tiled("matmul", "nt", 128),
+  matmul_tn: tiled("matmul", "tn", 128),
+  matmul_vec4_nn: tiled("matmul_vec4", "nn", 128),
+  matmul_vec4_nt: tiled("matmul_vec4", "nt", 128),
+  matmul_vec4_tn: tiled("matmul_vec4", "tn", 128),
+  matmul_vec4_nn_64: tiled("matmul_vec4", "nn", 64),
+  matmul_vec4_nt_64: tiled("matmul_vec4", "nt", 64),
+  matmul_vec4_tn_64: tiled("matmul_vec4", "tn", 64),
+  // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
+  matmul_colsum: kernel("matmul", "matmul_colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
-  layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1]),
+  layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
   embedding_forward: kernel("embedding", "embedding_forward", (s) => elementwise(s.B * s.T * s.C)),
   embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, 1]),
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
@@ -92,8 +106,6 @@ export const F32_KERNELS = {
 
 export type Op = keyof typeof F32_KERNELS;
 export type KernelTable = Record<Op, Kernel>;
-
-export type Orientation = "nn" | "nt" | "tn";
 
 /**
  * The matmul kernel for a shape: the vec4 kernels when the contiguous

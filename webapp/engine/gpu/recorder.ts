@@ -59,7 +59,8 @@ export class Pipelines {
     await Promise.all(
       todo.map(async (op) => {
         const module = await moduleFor(op);
-        this.byOp.set(op, await device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint: this.kernels[op].entry } }));
+        const { entry: entryPoint, constants } = this.kernels[op];
+        this.byOp.set(op, await device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint, constants } }));
       }),
     );
   }
