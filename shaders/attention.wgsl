@@ -121,23 +121,12 @@ fn cols_at(h: Head, lid: u32, c0: u32, d0: u32) -> Fetch {
   return fetch(h, t, vec4<u32>(d0 + lid % DK));
 }
 
-fn stage_scores(lid: u32, rows: vec4<f32>, cols: vec4<f32>) {
-  sh[AT_ROWS + lid] = rows;
-  sh[AT_COLS + (lid / DK) * (DK + 1u) + lid % DK] = cols;
-}
-
 // Output step, rows x0 .. x0+15 of the other operand, staged at AT_X + 256·hi + lid: group
 // g = lid/128 + 2·hi, row pair (lid/16)%8, so consecutive invocations read consecutive columns.
 fn x_at(h: Head, lid: u32, x0: u32, hi: u32) -> Fetch {
   let r = x0 + 2u * ((lid / 16u) % 8u);
   let c = 32u * (lid / 128u + 2u * hi) + lid % 16u;
   return fetch(h, vec4<u32>(r, r, r + 1u, r + 1u), vec4<u32>(c, c + 16u, c, c + 16u));
-}
-
-fn stage_output(lid: u32, prob: vec4<f32>, x: array<vec4<f32>, 2>) {
-  sh[AT_P + lid] = prob;
-  sh[AT_X + lid] = x[0];
-  if (wide()) { sh[AT_X + 256u + lid] = x[1]; }
 }
 
 // One loader per buffer, as an entry point's bindings are the buffers its code names.
@@ -161,29 +150,44 @@ fn y4(f: Fetch) -> vec4<f32> {
   return select(vec4<f32>(0.0), vec4<f32>(y_in[f.at.x], y_in[f.at.y], y_in[f.at.z], y_in[f.at.w]), f.ok);
 }
 
-// The output operand's rows x0 .. x0+15 from one buffer; the upper half only for wide heads.
+// The forward's output operand: rows x0 .. x0+15 of v, the upper half only for wide heads.
 fn v_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
   var x = array<vec4<f32>, 2>(v4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
   if (wide()) { x[1] = v4(x_at(h, lid, x0, 1u)); }
   return x;
 }
 
-fn k_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
-  var x = array<vec4<f32>, 2>(k4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
-  if (wide()) { x[1] = k4(x_at(h, lid, x0, 1u)); }
+// The backward's four inputs by side and product: the query side's q (product 0, the scores S)
+// and dy (product 1, dP = dy·vᵀ), the key side's k and v. dQ has the queries as rows, dK/dV the
+// keys; uniform branches, so each invocation loads one buffer.
+fn side4(queries: bool, product: u32, f: Fetch) -> vec4<f32> {
+  if (queries) {
+    if (product == 0u) { return q4(f); }
+    return dy4(f);
+  }
+  if (product == 0u) { return k4(f); }
+  return v4(f);
+}
+
+fn side_x(queries: bool, product: u32, h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
+  var x = array<vec4<f32>, 2>(side4(queries, product, x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
+  if (wide()) { x[1] = side4(queries, product, x_at(h, lid, x0, 1u)); }
   return x;
 }
 
-fn q_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
-  var x = array<vec4<f32>, 2>(q4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
-  if (wide()) { x[1] = q4(x_at(h, lid, x0, 1u)); }
-  return x;
+// The first score step's operands of the backward's block pair (rows r0 .., columns c0 ..).
+fn first_operands(h: Head, lid: u32, r0: u32, c0: u32, queries: bool) -> array<vec4<f32>, 2> {
+  return array<vec4<f32>, 2>(side4(queries, 0u, rows_at(h, lid, r0, 0u)), side4(!queries, 0u, cols_at(h, lid, c0, 0u)));
 }
 
-fn dy_x(h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
-  var x = array<vec4<f32>, 2>(dy4(x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
-  if (wide()) { x[1] = dy4(x_at(h, lid, x0, 1u)); }
-  return x;
+// Every step below stages operands that were fetched from global memory one step earlier (the
+// caller issues the next step's loads between staging and arithmetic, which end in barriers), so
+// their latency hides behind the arithmetic. Locals declared in loops are zeroed explicitly: naga
+// zeroes a declaration only once, not on each pass.
+
+fn stage_scores(lid: u32, rows: vec4<f32>, cols: vec4<f32>) {
+  sh[AT_ROWS + lid] = rows;
+  sh[AT_COLS + (lid / DK) * (DK + 1u) + lid % DK] = cols;
 }
 
 // s[j] += rows·column (tx + 16j) over the DK staged head columns. Private arrays are indexed by
@@ -199,6 +203,12 @@ fn scores(s: array<vec4<f32>, 4>, ty: u32, tx: u32) -> array<vec4<f32>, 4> {
     r[3] += a * b.w;
   }
   return r;
+}
+
+fn stage_output(lid: u32, prob: vec4<f32>, x: array<vec4<f32>, 2>) {
+  sh[AT_P + lid] = prob;
+  sh[AT_X + lid] = x[0];
+  if (wide()) { sh[AT_X + 256u + lid] = x[1]; }
 }
 
 // Score columns left by the causal mask for the 4 rows: all of them off the diagonal block; on
@@ -261,15 +271,75 @@ fn accumulate(acc: array<vec4<f32>, SLOTS>, ty: u32, tx: u32) -> array<vec4<f32>
   return r;
 }
 
+// The sum (or max) of v over the 16 invocations of each row quad, through workgroup memory in a
+// fixed order: a row's statistics from its 16 invocations' shares.
+fn across_row(lid: u32, v: vec4<f32>, take_max: bool) -> vec4<f32> {
+  sh[AT_RED + lid] = v;
+  workgroupBarrier();
+  let quad = AT_RED + (lid / 16u) * 16u;
+  var r = sh[quad];
+  for (var i = 1u; i < 16u; i++) { r = select(r + sh[quad + i], max(r, sh[quad + i]), take_max); }
+  return r;
+}
+
+// Where the per-row statistics (lse, delta) of rows r0 + step·i (i < 4) are, and which rows
+// exist; a row past T reads the last row's.
+fn stats_at(h: Head, r0: u32, step: u32) -> Fetch {
+  let r = vec4<u32>(r0) + step * vec4<u32>(0u, 1u, 2u, 3u);
+  return Fetch(vec4<u32>(h.bh * p.T) + min(r, vec4<u32>(p.T - 1u)), r < vec4<u32>(p.T));
+}
+
 // Where the 4 rows' values of head column tx + 16c go, and which exist.
 fn out_at(h: Head, r0: u32, tx: u32, c: u32) -> Fetch {
   return fetch(h, vec4<u32>(r0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(tx + 16u * c));
 }
 
-// Every step below stages operands that were fetched from global memory one step earlier (the
-// next step's loads are issued between the barriers, before this step's arithmetic), so their
-// latency hides behind the arithmetic. Locals declared in loops are zeroed explicitly: naga
-// zeroes a declaration only once, not on each pass.
+// One of the backward's score products for a block pair, rows r0 .. r0+63 of the rows side (the
+// queries for dQ, the keys for dK/dV) against rows c0 .. of the columns side: s of q and k for
+// product 0, of dy and v for product 1, from a and b, the first step's operands. During the last
+// step it fetches what comes next: product 1's first operands (a, b), or after product 1 the
+// first output step's operand x, rows c0 .. of the columns side's input of product `x_product`.
+struct Pass {
+  s: array<vec4<f32>, 4>,
+  a: vec4<f32>,
+  b: vec4<f32>,
+  x: array<vec4<f32>, 2>,
+}
+
+fn score_pass(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, prod: u32, x_product: u32, a: vec4<f32>, b: vec4<f32>) -> Pass {
+  let ty = lid / 16u;
+  let tx = lid % 16u;
+  var r = Pass(array<vec4<f32>, 4>(), a, b, array<vec4<f32>, 2>());
+  for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
+    stage_scores(lid, r.a, r.b);
+    workgroupBarrier();
+    if (d0 + DK < head_dim()) {
+      r.a = side4(queries, prod, rows_at(h, lid, r0, d0 + DK));
+      r.b = side4(!queries, prod, cols_at(h, lid, c0, d0 + DK));
+    } else if (prod == 0u) {
+      r.a = side4(queries, 1u, rows_at(h, lid, r0, 0u));
+      r.b = side4(!queries, 1u, cols_at(h, lid, c0, 0u));
+    } else {
+      r.x = side_x(!queries, x_product, h, lid, c0);
+    }
+    r.s = scores(r.s, ty, tx);
+    workgroupBarrier();
+  }
+  return r;
+}
+
+// Both products: s (scores) and dp, and the first output step's operand x.
+struct Products {
+  s: array<vec4<f32>, 4>,
+  dp: array<vec4<f32>, 4>,
+  x: array<vec4<f32>, 2>,
+}
+
+fn products(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, x_product: u32, first: array<vec4<f32>, 2>) -> Products {
+  let s = score_pass(h, lid, r0, c0, queries, 0u, x_product, first[0], first[1]);
+  let dp = score_pass(h, lid, r0, c0, queries, 1u, x_product, s.a, s.b);
+  return Products(s.s, dp.s, dp.x);
+}
 
 @compute @workgroup_size(256)
 fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -302,10 +372,7 @@ fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
     s[1] = select(vec4<f32>(NEG_BIG), s[1] * h.scale, visible(diagonal, true, ty, tx + 16u));
     s[2] = select(vec4<f32>(NEG_BIG), s[2] * h.scale, visible(diagonal, true, ty, tx + 32u));
     s[3] = select(vec4<f32>(NEG_BIG), s[3] * h.scale, visible(diagonal, true, ty, tx + 48u));
-    sh[AT_RED + lid] = max(max(s[0], s[1]), max(s[2], s[3]));
-    workgroupBarrier();
-    var m_new = m;
-    for (var i = 0u; i < 16u; i++) { m_new = max(m_new, sh[AT_RED + ty * 16u + i]); }
+    let m_new = max(m, across_row(lid, max(max(s[0], s[1]), max(s[2], s[3])), true));
     let correction = exp(m - m_new);
     m = m_new;
     s[0] = exp(s[0] - m);
@@ -329,24 +396,17 @@ fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
       workgroupBarrier();
     }
   }
-  sh[AT_RED + lid] = l;
-  workgroupBarrier();
-  var sum = vec4<f32>(0.0);
-  for (var i = 0u; i < 16u; i++) { sum += sh[AT_RED + ty * 16u + i]; }
+  let sum = across_row(lid, l, false);
   let r0 = q0 + ty * 4u;
   for (var c = 0u; c < SLOTS; c++) {
     let f = out_at(h, r0, tx, c);
-    let val = o[0] / sum;
+    for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { y[f.at[i]] = o[0][i] / sum[i]; } }
     o = shifted_slots(o);
-    for (var i = 0u; i < 4u; i++) {
-      if (f.ok[i]) { y[f.at[i]] = val[i]; }
-    }
   }
   if (tx == 0u) {
+    let f = stats_at(h, r0, 1u);
     let row_lse = m + log(sum);
-    for (var i = 0u; i < 4u; i++) {
-      if (r0 + i < p.T) { lse[h.bh * p.T + r0 + i] = row_lse[i]; }
-    }
+    for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { lse[f.at[i]] = row_lse[i]; } }
   }
 }
 
@@ -361,14 +421,10 @@ fn attention_backward_delta(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local
     let f = out_at(h, r0, tx, c);
     part += dy4(f) * y4(f);
   }
-  sh[AT_RED + lid] = part;
-  workgroupBarrier();
+  let sum = across_row(lid, part, false);
+  let f = stats_at(h, r0, 1u);
   if (tx == 0u) {
-    var sum = vec4<f32>(0.0);
-    for (var i = 0u; i < 16u; i++) { sum += sh[AT_RED + ty * 16u + i]; }
-    for (var i = 0u; i < 4u; i++) {
-      if (r0 + i < p.T) { delta[h.bh * p.T + r0 + i] = sum[i]; }
-    }
+    for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { delta[f.at[i]] = sum[i]; } }
   }
 }
 
@@ -378,68 +434,34 @@ fn attention_backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
   let ty = lid / 16u;
   let tx = lid % 16u;
   let q0 = wg.x * BLOCK;
-  let rows = min(vec4<u32>(q0 + ty * 4u) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(p.T - 1u)); // rows past T: any value
-  let stat = vec4<u32>(h.bh * p.T) + rows;
+  let stat = stats_at(h, q0 + ty * 4u, 1u).at; // rows past T: any value
   let row_lse = vec4<f32>(lse_in[stat.x], lse_in[stat.y], lse_in[stat.z], lse_in[stat.w]);
   let row_delta = vec4<f32>(delta_in[stat.x], delta_in[stat.y], delta_in[stat.z], delta_in[stat.w]);
   var acc: array<vec4<f32>, SLOTS>;
-  var a = q4(rows_at(h, lid, q0, 0u));
-  var b = k4(cols_at(h, lid, 0u, 0u));
-  var x: array<vec4<f32>, 2>;
+  var first = first_operands(h, lid, q0, 0u, true);
   for (var k0 = 0u; k0 <= q0; k0 += BLOCK) {
-    var s = array<vec4<f32>, 4>();
-    var dp = array<vec4<f32>, 4>();
-    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-      stage_scores(lid, a, b);
-      workgroupBarrier();
-      if (d0 + DK < head_dim()) {
-        a = q4(rows_at(h, lid, q0, d0 + DK));
-        b = k4(cols_at(h, lid, k0, d0 + DK));
-      } else {
-        a = dy4(rows_at(h, lid, q0, 0u));
-        b = v4(cols_at(h, lid, k0, 0u));
-      }
-      s = scores(s, ty, tx);
-      workgroupBarrier();
-    }
-    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-      stage_scores(lid, a, b);
-      workgroupBarrier();
-      if (d0 + DK < head_dim()) {
-        a = dy4(rows_at(h, lid, q0, d0 + DK));
-        b = v4(cols_at(h, lid, k0, d0 + DK));
-      } else {
-        x = k_x(h, lid, k0);
-      }
-      dp = scores(dp, ty, tx);
-      workgroupBarrier();
-    }
+    var pr = products(h, lid, q0, k0, true, 0u, first); // dS·K: x holds rows of k
     let diagonal = k0 == q0;
     for (var j = 0u; j < 4u; j++) {
-      let prob = exp(s[0] * h.scale - row_lse);
-      let ds = select(vec4<f32>(0.0), prob * (dp[0] - row_delta), visible(diagonal, true, ty, tx + 16u * j));
-      s = shifted(s);
-      dp = shifted(dp);
-      stage_output(lid, ds, x);
+      let prob = exp(pr.s[0] * h.scale - row_lse);
+      let ds = select(vec4<f32>(0.0), prob * (pr.dp[0] - row_delta), visible(diagonal, true, ty, tx + 16u * j));
+      pr.s = shifted(pr.s);
+      pr.dp = shifted(pr.dp);
+      stage_output(lid, ds, pr.x);
       workgroupBarrier();
       if (j < 3u) {
-        x = k_x(h, lid, k0 + 16u * (j + 1u));
+        pr.x = side_x(false, 0u, h, lid, k0 + 16u * (j + 1u));
       } else {
-        a = q4(rows_at(h, lid, q0, 0u));
-        b = k4(cols_at(h, lid, k0 + BLOCK, 0u));
+        first = first_operands(h, lid, q0, k0 + BLOCK, true);
       }
       acc = accumulate(acc, ty, tx);
       workgroupBarrier();
     }
   }
-  let r0 = q0 + ty * 4u;
   for (var c = 0u; c < SLOTS; c++) {
-    let f = out_at(h, r0, tx, c);
-    let val = acc[0] * h.scale;
+    let f = out_at(h, q0 + ty * 4u, tx, c);
+    for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { dq[f.at[i]] = acc[0][i] * h.scale; } }
     acc = shifted_slots(acc);
-    for (var i = 0u; i < 4u; i++) {
-      if (f.ok[i]) { dq[f.at[i]] = val[i]; }
-    }
   }
 }
 
@@ -451,82 +473,49 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_
   let k0 = wg.x * BLOCK; // here the rows are keys; the columns are queries t >= s
   var dk_acc: array<vec4<f32>, SLOTS>;
   var dv_acc: array<vec4<f32>, SLOTS>;
-  var a = k4(rows_at(h, lid, k0, 0u));
-  var b = q4(cols_at(h, lid, k0, 0u));
-  var x: array<vec4<f32>, 2>;
+  var first = first_operands(h, lid, k0, k0, false);
   for (var q0 = k0; q0 < p.T; q0 += BLOCK) {
     // This invocation's queries, one per score column, and their saved statistics.
-    let t = vec4<u32>(q0 + tx) + vec4<u32>(0u, 16u, 32u, 48u);
-    let stat = vec4<u32>(h.bh * p.T) + min(t, vec4<u32>(p.T - 1u));
-    var col_lse = vec4<f32>(lse_in[stat.x], lse_in[stat.y], lse_in[stat.z], lse_in[stat.w]);
-    var col_delta = vec4<f32>(delta_in[stat.x], delta_in[stat.y], delta_in[stat.z], delta_in[stat.w]);
-    var col_ok = t < vec4<u32>(p.T);
-    var s = array<vec4<f32>, 4>();
-    var dp = array<vec4<f32>, 4>();
-    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-      stage_scores(lid, a, b);
-      workgroupBarrier();
-      if (d0 + DK < head_dim()) {
-        a = k4(rows_at(h, lid, k0, d0 + DK));
-        b = q4(cols_at(h, lid, q0, d0 + DK));
-      } else {
-        a = v4(rows_at(h, lid, k0, 0u));
-        b = dy4(cols_at(h, lid, q0, 0u));
-      }
-      s = scores(s, ty, tx);
-      workgroupBarrier();
-    }
-    for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-      stage_scores(lid, a, b);
-      workgroupBarrier();
-      if (d0 + DK < head_dim()) {
-        a = v4(rows_at(h, lid, k0, d0 + DK));
-        b = dy4(cols_at(h, lid, q0, d0 + DK));
-      } else {
-        x = dy_x(h, lid, q0);
-      }
-      dp = scores(dp, ty, tx);
-      workgroupBarrier();
-    }
+    let stat = stats_at(h, q0 + tx, 16u);
+    var col_lse = vec4<f32>(lse_in[stat.at.x], lse_in[stat.at.y], lse_in[stat.at.z], lse_in[stat.at.w]);
+    var col_delta = vec4<f32>(delta_in[stat.at.x], delta_in[stat.at.y], delta_in[stat.at.z], delta_in[stat.at.w]);
+    var col_ok = stat.ok;
+    var pr = products(h, lid, k0, q0, false, 1u, first); // Pᵀ·dY first: x holds rows of dy
     let diagonal = q0 == k0;
     for (var j = 0u; j < 4u; j++) {
       let keep = visible(diagonal, false, ty, tx + 16u * j) & vec4<bool>(col_ok.x);
-      let prob = select(vec4<f32>(0.0), exp(s[0] * h.scale - col_lse.x), keep);
-      let ds = prob * (dp[0] - col_delta.x);
-      s = shifted(s);
-      dp = shifted(dp);
+      let prob = select(vec4<f32>(0.0), exp(pr.s[0] * h.scale - col_lse.x), keep);
+      let ds = prob * (pr.dp[0] - col_delta.x);
+      pr.s = shifted(pr.s);
+      pr.dp = shifted(pr.dp);
       col_lse = col_lse.yzwx;
       col_delta = col_delta.yzwx;
       col_ok = col_ok.yzwx;
-      stage_output(lid, prob, x);
+      stage_output(lid, prob, pr.x);
       workgroupBarrier();
-      x = q_x(h, lid, q0 + 16u * j);
+      pr.x = side_x(true, 0u, h, lid, q0 + 16u * j);
       dv_acc = accumulate(dv_acc, ty, tx);
       workgroupBarrier();
-      stage_output(lid, ds, x);
+      stage_output(lid, ds, pr.x);
       workgroupBarrier();
       if (j < 3u) {
-        x = dy_x(h, lid, q0 + 16u * (j + 1u));
+        pr.x = side_x(true, 1u, h, lid, q0 + 16u * (j + 1u));
       } else {
-        a = k4(rows_at(h, lid, k0, 0u));
-        b = q4(cols_at(h, lid, q0 + BLOCK, 0u));
+        first = first_operands(h, lid, k0, q0 + BLOCK, false);
       }
       dk_acc = accumulate(dk_acc, ty, tx);
       workgroupBarrier();
     }
   }
-  let r0 = k0 + ty * 4u;
   for (var c = 0u; c < SLOTS; c++) {
-    let f = out_at(h, r0, tx, c);
-    let val_k = dk_acc[0] * h.scale;
-    let val_v = dv_acc[0];
-    dk_acc = shifted_slots(dk_acc);
-    dv_acc = shifted_slots(dv_acc);
+    let f = out_at(h, k0 + ty * 4u, tx, c);
     for (var i = 0u; i < 4u; i++) {
       if (f.ok[i]) {
-        dk[f.at[i]] = val_k[i];
-        dv[f.at[i]] = val_v[i];
+        dk[f.at[i]] = dk_acc[0][i] * h.scale;
+        dv[f.at[i]] = dv_acc[0][i];
       }
     }
+    dk_acc = shifted_slots(dk_acc);
+    dv_acc = shifted_slots(dv_acc);
   }
 }
