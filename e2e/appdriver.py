@@ -43,8 +43,8 @@ def wait_for(predicate, timeout: float, what: str, page=None):
 
 
 def configure(page, *, steps: int, eval_every: int, save_every: int, backend: str = "auto",
-              batch: int | None = None, block: int | None = None):
-    """The Tiny shape; with batch/block the custom preset holding Tiny's shape at that batch and context."""
+              batch: int | None = None, block: int | None = None, preset: str = "tiny"):
+    """The preset's shape; with batch/block the custom preset holding Tiny's shape at that batch and context."""
     if batch is not None or block is not None:
         page.check("input[name=preset][value=custom]")
         if batch is not None:
@@ -52,7 +52,7 @@ def configure(page, *, steps: int, eval_every: int, save_every: int, backend: st
         if block is not None:
             page.fill("#c-block_size", str(block))
     else:
-        page.check("input[name=preset][value=tiny]")
+        page.check(f"input[name=preset][value={preset}]")
     page.fill("#steps", str(steps))
     page.fill("#eval-every", str(eval_every))
     page.fill("#save-every", str(save_every))

@@ -128,8 +128,8 @@ client.on("measured", (m) => {
 });
 
 button("btn-start").addEventListener("click", () => void start());
-button("btn-pause").addEventListener("click", () => client.send({ type: "pause" }));
-button("btn-stop").addEventListener("click", () => client.send({ type: "stop" }));
+button("btn-pause").addEventListener("click", () => client.request("pause"));
+button("btn-stop").addEventListener("click", () => client.request("stop"));
 button("btn-reset").addEventListener("click", () => client.send({ type: "reset" }));
 button("btn-resume").addEventListener("click", () => {
   try {
@@ -142,7 +142,7 @@ $("#backend").addEventListener("change", () => measureSelection());
 
 wireMetricExplainers();
 keepFocus(root);
-client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "" });
+client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "", control: client.control });
 client.send({ type: "caps" });
 client.send({ type: "listCheckpoints" });
 client.ping().then((ms) => {

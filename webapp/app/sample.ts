@@ -16,11 +16,16 @@ export class SampleView {
   private out = $("#sample-out");
   private decoder = new TextDecoder();
   private text = "";
+  private tokens = 0;
 
   constructor(private client: WorkerClient, private onError: (text: string) => void) {
     $("#btn-sample").addEventListener("click", () => this.start());
-    $("#btn-sample-stop").addEventListener("click", () => client.send({ type: "stopSample" }));
-    client.on("token", (m) => this.append(this.decoder.decode(m.bytes, { stream: true })));
+    $("#btn-sample-stop").addEventListener("click", () => client.request("stopSample"));
+    client.on("token", (m) => {
+      // Tokens so far, as data-tokens: a byte can be part of a character still to come.
+      this.out.dataset.tokens = String(++this.tokens);
+      this.append(this.decoder.decode(m.bytes, { stream: true }));
+    });
     client.on("sampleDone", (m) => {
       this.append(this.decoder.decode());
       this.out.dataset.done = "yes";
@@ -50,6 +55,8 @@ export class SampleView {
     this.text = prompt;
     this.out.textContent = prompt;
     this.out.dataset.done = "no";
+    this.tokens = 0;
+    this.out.dataset.tokens = "0";
     $("#sample-tps").textContent = "";
     this.client.send({ type: "sample", prompt, temperature, topK, maxTokens });
   }

@@ -14,6 +14,7 @@
 
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
+import { checkInterrupt } from "../engine/interrupt";
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
 import { workerUrl } from "../trusted";
 import { gatedRelaxed } from "./gate";
@@ -39,6 +40,12 @@ export interface CpuBackendOptions {
   spinMs?: number;
   /** Upper bound on activation memory per micro-batch, in bytes. */
   activationBudget?: number;
+  /**
+   * A shared flag (engine/interrupt.ts): while it is set, trainStep, loss and
+   * nextLogits stop at the next barrier and reject with Interrupted, before
+   * anything they change (a step's optimizer update runs whole or not at all).
+   */
+  interrupt?: Int32Array;
 }
 
 /** A Backend on WebAssembly, saying which paths it runs on. */
@@ -57,6 +64,12 @@ const PAGE = 65536;
 const MAX_PAGES = 65536; // asconfig maximumMemory: the whole 4 GiB a wasm32 memory can address
 const SHARED_MAX_PAGES = 32768; // shared memories reserve their maximum up front: keep it to 2 GiB
 const DEFAULT_ACTIVATION_BUDGET = 512 * 1024 * 1024;
+// The interrupt is read between jobs, so a job's length bounds how soon a step
+// can be abandoned. The longest job (a block's projection and MLP matmuls,
+// forward, or their weight gradients backward) grows with the micro-batch's
+// rows: micro-batches are cut so it stays near this many flops, about 0.2 s on
+// two busy cores (Huge: one sequence; Tiny and Small: the whole batch).
+const JOB_FLOPS = 1e9;
 const NORM_BLOCK = 1024; // assembly sumsq's block
 
 /** Bump allocator over byte addresses, 64-byte aligned (SIMD loads and cache lines). */
@@ -159,7 +172,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const actsBase = fixed.end;
   const oneSeq = new Arena(0);
   layoutActs(model, 1, oneSeq);
-  const maxSeqs = Math.max(1, Math.floor((opts.activationBudget ?? DEFAULT_ACTIVATION_BUDGET) / oneSeq.end));
+  const jobFlops = model.block_size * (2 * C * (C + 2 * F) + 4 * model.block_size * C);
+  const maxSeqs = Math.max(1, Math.min(Math.floor((opts.activationBudget ?? DEFAULT_ACTIVATION_BUDGET) / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
 
   let f32 = new Float32Array(0), i32 = new Int32Array(0), f64 = new Float64Array(0);
   const ensureBytes = (end: number) => {
@@ -203,10 +217,15 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const call = (kernel: KernelName, args: number[], lo: number, hi: number, align = 4) => {
     if (hi > lo) job.push({ kernel, args, lo, hi, align });
   };
-  /** Ends the job: from here on every thread sees what every other wrote. */
-  const sync = () => {
+  /**
+   * Ends the job: from here on every thread sees what every other wrote. The
+   * interrupt is checked here, between jobs (a Huge step has about 30), except
+   * after the optimizer's job, which must not be abandoned once it has run.
+   */
+  const sync = (interruptible = true) => {
     if (job.length) pool.run(job);
     job = [];
+    if (interruptible) checkInterrupt(opts.interrupt);
   };
 
   const transposeWeights = () => {
@@ -397,7 +416,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       const bc1 = 1 - opt.beta1 ** step, bc2 = 1 - opt.beta2 ** step;
       call("adamw", [params, grads, mom1, mom2, decayRanges, decayed.length, lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
         bc1, bc2, clip], 0, P, 64);
-      sync();
+      sync(false);
       transposed = false;
       return loss;
     },

@@ -11,6 +11,7 @@ export type { Backend, BackendKind, ModelConfig, TrainConfig, Trainer } from "./
 export { GPTTrainer } from "./trainer";
 export { CheckpointError, planBlob, readCheckpoint, writeCheckpoint, type Checkpoint } from "./checkpoint";
 export { DeviceLostError } from "./gpu/device";
+export { Interrupted } from "./interrupt";
 export { GpuBackend } from "./gpu/backend";
 export { memoryEstimate, paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";
 

@@ -8,6 +8,7 @@ import { type Checkpoint, writeCheckpoint } from "./checkpoint";
 import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
 import { pickToken } from "./sample";
 import { Rng } from "./rng";
+import { Interrupted } from "./interrupt";
 
 export interface TrainerInit {
   step?: number;
@@ -58,11 +59,18 @@ export class GPTTrainer implements Trainer {
   trainStep(): Promise<number> {
     const s = this.issued++;
     const { x, y } = trainBatch(this.corpus(), this.config.batch_size, this.model.block_size, this.config.seed, s);
-    return this.backend.trainStep(x, y, learningRate(this.config, s)).then((loss) => {
-      this.done = Math.max(this.done, s + 1);
-      this.points.push({ step: s + 1, train: loss });
-      return loss;
-    });
+    return this.backend.trainStep(x, y, learningRate(this.config, s)).then(
+      (loss) => {
+        this.done = Math.max(this.done, s + 1);
+        this.points.push({ step: s + 1, train: loss });
+        return loss;
+      },
+      (e: unknown) => {
+        // An abandoned step changed nothing: the next one is step s again, on the same batch.
+        if (e instanceof Interrupted) this.issued = Math.min(this.issued, s);
+        throw e;
+      },
+    );
   }
 
   /** Also records the loss as `val` on the history point of the current step, when there is one. */
@@ -79,14 +87,14 @@ export class GPTTrainer implements Trainer {
     return val;
   }
 
-  async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean): Promise<Uint8Array> {
+  async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array> {
     const T = this.model.block_size;
     const rng = new Rng(opts.seed ?? (Date.now() >>> 0));
     // An empty prompt starts from a newline, the natural start of a text.
     const context = prompt.length ? Array.from(prompt) : [10];
     const out: number[] = [];
     for (let i = 0; i < opts.maxTokens; i++) {
-      if (shouldStop?.()) break;
+      if (await shouldStop?.()) break;
       const logits = await this.backend.nextLogits(Int32Array.from(context.slice(-T)));
       const token = pickToken(logits, opts.temperature, opts.topK, rng);
       context.push(token);

@@ -89,11 +89,12 @@ export interface Trainer {
   readonly dataset: DatasetInfo | null;
   /** Deterministic train/validation split of a byte corpus. */
   setCorpus(name: string, bytes: Uint8Array): Promise<void>;
-  /** One training step; resolves with its loss (NaN/Infinity are reported, not thrown). */
+  /** One training step; resolves with its loss (NaN/Infinity are reported, not thrown). A step the backend abandons (Interrupted) is not counted. */
   trainStep(): Promise<number>;
   /** Mean validation loss over `batches` fixed batches. */
   evaluate(batches: number): Promise<number>;
-  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean): Promise<Uint8Array>;
+  /** `shouldStop` is awaited before each token, so a host can yield to its own events there. */
+  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array>;
   /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance). */
   save(includeOptimizer: boolean): Promise<Uint8Array>;
   dispose(): void;

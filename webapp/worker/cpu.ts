@@ -28,7 +28,8 @@ export async function cpuRelaxedSimd(): Promise<boolean> {
   }
 }
 
-export function registerCpuBackend(url: string): void {
+/** `interrupt`: the page's request flag, which every CPU backend reads between the jobs of a step. */
+export function registerCpuBackend(url: string, interrupt: Int32Array | null): void {
   wasmUrl = url;
   registerBackend("wasm", async (model, train) => {
     if (!wasmUrl) throw new Error("this page was built without the WebAssembly backend");
@@ -37,6 +38,7 @@ export function registerCpuBackend(url: string): void {
       wasm: await bytes(),
       threads,
       workerUrl: self.location.href,
+      interrupt: interrupt ?? undefined,
       optimizer: { beta1: train.beta1, beta2: train.beta2, eps: train.eps, weight_decay: train.weight_decay, grad_clip: train.grad_clip },
     });
   });

@@ -1,6 +1,6 @@
 // Time per training step of a model on this device: a short warm-up on
 // synthetic bytes (timing does not depend on the text), then a few timed steps.
-import { createTrainer, defaultTrainConfig } from "../engine/index";
+import { Interrupted, createTrainer, defaultTrainConfig } from "../engine/index";
 import type { ModelConfig } from "../engine/types";
 import type { Backends } from "./backends";
 import type { BackendChoice } from "./protocol";
@@ -34,6 +34,10 @@ export async function measureStep(backends: Backends, model: ModelConfig, batch:
       n++;
     }
     return n ? { msPerStep: (performance.now() - t0) / n, backend: backend.kind } : null;
+  } catch (e) {
+    // The page asked for the device (REQUESTS "measure"): the CPU backend abandoned the step.
+    if (e instanceof Interrupted) return null;
+    throw e;
   } finally {
     // The run that follows (usually this very shape) reuses the backend; it resets the weights.
     backends.keep(backend, model, train);

@@ -55,12 +55,24 @@ export interface CheckpointInfo {
   current: boolean; // the run loaded in this tab
 }
 
+/**
+ * What the page writes into the shared request flag, slot 0 of an Int32Array
+ * over a SharedArrayBuffer that it hands over in init, as REQUESTS index + 1.
+ * Messages wait until the worker returns to its event loop; the flag is read
+ * between steps and tokens and, by the CPU backend, between the jobs of a step
+ * (engine/interrupt.ts). pause, stop and stopSample go as messages too (a page
+ * that is not cross-origin isolated has no flag); measure ends a time-per-step
+ * measurement for a command that needs the device.
+ */
+export const REQUESTS = ["pause", "stop", "stopSample", "measure"] as const;
+export type Request = (typeof REQUESTS)[number];
+
 export type WorkerState = "empty" | "loading" | "ready" | "training" | "sampling";
 
 export type ToWorker =
   | { type: "ping"; id: number }
   | { type: "caps" }
-  | { type: "init"; wasmUrl: string }
+  | { type: "init"; wasmUrl: string; control: Int32Array | null }
   | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
   | { type: "start"; settings: RunSettings; corpus: CorpusData }
   | { type: "pause" }
@@ -75,6 +87,9 @@ export type ToWorker =
   | { type: "listCheckpoints" }
   | { type: "openCheckpoint"; id: string; backend: BackendChoice; train: boolean; steps: number; intervals: Intervals }
   | { type: "deleteCheckpoint"; id: string };
+
+/** The commands that need the device: each ends a time-per-step measurement in progress. */
+export const NEEDS_DEVICE: ReadonlySet<ToWorker["type"]> = new Set(["start", "resume", "sample", "import", "openCheckpoint", "export"]);
 
 export interface Progress {
   step: number;

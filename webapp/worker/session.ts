@@ -1,11 +1,12 @@
 // The worker's one training session: the Trainer, its run in OPFS, the
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
-import { CheckpointError, DeviceLostError, createTrainer, loadTrainer, planBlob, writeCheckpoint } from "../engine/index";
+import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob, writeCheckpoint } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
-import type { BackendChoice, FromWorker, Intervals, Progress, RunSettings, Status, WorkerState } from "./protocol";
+import { REQUESTS } from "./protocol";
+import type { BackendChoice, FromWorker, Intervals, Progress, Request, RunSettings, Status, WorkerState } from "./protocol";
 import { StorageFullError, holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
 
 type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
@@ -14,6 +15,18 @@ const DIVERGED_LOSS = facts.app.diverged_loss_factor * Math.log(facts.vocab_size
 const PRODUCER = "tinygpt-web";
 // Steps whose timing the tokens/s figure averages over.
 const RATE_WINDOW = 20;
+
+// A MessageChannel round trip: a task, queued behind those already waiting (the
+// page's messages), and not clamped to 4 ms as nested setTimeout calls are.
+const tick = new MessageChannel();
+const ticks: (() => void)[] = [];
+tick.port1.onmessage = () => ticks.shift()?.();
+function nextTask(): Promise<void> {
+  return new Promise((resolve) => {
+    ticks.push(resolve);
+    tick.port2.postMessage(null);
+  });
+}
 
 export class Session {
   private trainer: GPTTrainer | null = null;
@@ -34,6 +47,8 @@ export class Session {
   private imported: { name: string; bytes: Uint8Array; adam: boolean } | null = null;
 
   readonly backends: Backends;
+  /** The page's shared request flag (protocol.ts REQUESTS); null where the page is not cross-origin isolated. */
+  control: Int32Array | null = null;
 
   constructor(private post: Post) {
     this.backends = new Backends((text) => this.say("warn", text));
@@ -146,11 +161,13 @@ export class Session {
     if (steps <= t.step) return this.say("warn", `The run is already at step ${t.step}; raise Steps to train further.`);
     this.target = steps;
     this.running = true;
+    this.takeRequest(); // one left from before this segment is not for it
     this.setState("training");
     const tokensPerStep = t.config.batch_size * t.model.block_size;
     const depth = t.backend.kind === "webgpu" ? 2 : 1;
     const times: { at: number; step: number }[] = [{ at: performance.now(), step: t.step }];
     const segmentStart = performance.now();
+    const from = t.step;
     let failure: { kind: "diverged" | "lost" | "error"; text: string } | null = null;
 
     const progress = (loss: number, val?: number): Progress => {
@@ -171,40 +188,48 @@ export class Session {
     };
 
     try {
-      while (this.running && t.step < this.target && !failure) {
-        const base = t.step;
-        const boundary = (every: number) => (Math.floor(base / every) + 1) * every;
-        const limit = Math.min(this.target, boundary(this.intervals.evalEvery), boundary(this.intervals.saveEvery));
-        const queue: Promise<number>[] = [];
-        let issued = base;
-        for (;;) {
-          while (this.running && !failure && issued < limit && queue.length < depth) {
-            const step = t.trainStep();
-            // Awaited below; if an earlier step fails first, this one's failure is already handled.
-            step.catch(() => undefined);
-            queue.push(step);
-            issued++;
+      while (this.running && !failure) {
+        try {
+          // Validation and the save come before the steps, so that a segment cut short
+          // during validation validates on resuming.
+          if (this.validationDue(t)) {
+            const val = await t.evaluate(facts.app.eval_batches);
+            this.post({ type: "progress", progress: progress(t.history[t.history.length - 1].train, val) });
+            // Evaluation time is not training time: restart the rate window.
+            times.splice(0, times.length, { at: performance.now(), step: t.step });
           }
-          if (!queue.length) break;
-          const loss = await queue.shift()!;
-          if (failure) continue;
-          times.push({ at: performance.now(), step: t.step });
-          if (times.length > RATE_WINDOW) times.shift();
-          if (!Number.isFinite(loss) || loss > DIVERGED_LOSS) {
-            failure = { kind: "diverged", text: `the loss became ${Number.isFinite(loss) ? `${loss.toFixed(2)}, above ${DIVERGED_LOSS.toFixed(2)} (diverging)` : String(loss)} at step ${t.step}` };
-            continue;
+          if (t.step > from && t.step % this.intervals.saveEvery === 0) await this.save();
+          if (t.step >= this.target) break;
+          const base = t.step;
+          const boundary = (every: number) => (Math.floor(base / every) + 1) * every;
+          const limit = Math.min(this.target, boundary(this.intervals.evalEvery), boundary(this.intervals.saveEvery));
+          const queue: Promise<number>[] = [];
+          let issued = base;
+          for (;;) {
+            while (this.running && !failure && issued < limit && queue.length < depth) {
+              const step = t.trainStep();
+              // Awaited below; if an earlier step fails first, this one's failure is already handled.
+              step.catch(() => undefined);
+              queue.push(step);
+              issued++;
+            }
+            if (!queue.length) break;
+            const loss = await queue.shift()!;
+            if (failure) continue;
+            times.push({ at: performance.now(), step: t.step });
+            if (times.length > RATE_WINDOW) times.shift();
+            if (!Number.isFinite(loss) || loss > DIVERGED_LOSS) {
+              failure = { kind: "diverged", text: `the loss became ${Number.isFinite(loss) ? `${loss.toFixed(2)}, above ${DIVERGED_LOSS.toFixed(2)} (diverging)` : String(loss)} at step ${t.step}` };
+              continue;
+            }
+            this.post({ type: "progress", progress: progress(loss) });
+            await this.checkIn();
           }
-          this.post({ type: "progress", progress: progress(loss) });
+        } catch (e) {
+          // The CPU backend abandoned a step or a validation batch for the page's request: nothing changed.
+          if (!(e instanceof Interrupted)) throw e;
+          await this.checkIn();
         }
-        if (failure || t.step !== limit) continue;
-        if (t.step % this.intervals.evalEvery === 0 || t.step === this.target) {
-          const val = await t.evaluate(facts.app.eval_batches);
-          const last = t.history[t.history.length - 1];
-          this.post({ type: "progress", progress: progress(last?.train ?? NaN, val) });
-          // Evaluation time is not training time: restart the rate window.
-          times.splice(0, times.length, { at: performance.now(), step: t.step });
-        }
-        if (t.step % this.intervals.saveEvery === 0) await this.save();
       }
     } catch (e) {
       failure = e instanceof DeviceLostError ? { kind: "lost", text: describe(e) } : { kind: "error", text: describe(e) };
@@ -213,9 +238,36 @@ export class Session {
     this.running = false;
 
     if (failure) return this.fail(failure.kind, failure.text);
+    // The page hears first, so Pause and Stop take effect at once; the save that keeps the
+    // last steps follows (commands the page sends meanwhile wait for it).
+    this.setState("ready");
     await this.save();
     if (t.step >= this.target) this.say("info", `Training finished at step ${t.step}.`);
-    this.setState("ready");
+  }
+
+  /** The current step is a validation point (or the target) whose validation has not run. */
+  private validationDue(t: GPTTrainer): boolean {
+    const last = t.history[t.history.length - 1];
+    return last !== undefined && last.step === t.step && last.val === undefined && (t.step % this.intervals.evalEvery === 0 || t.step === this.target);
+  }
+
+  /** The request the page left in the shared flag (protocol.ts REQUESTS), now cleared. */
+  takeRequest(): Request | null {
+    const v = this.control ? Atomics.exchange(this.control, 0, 0) : 0;
+    return v ? REQUESTS[v - 1] : null;
+  }
+
+  /**
+   * Lets the worker's queued messages run (Pause, Stop, ... without a shared
+   * flag), then acts on a request in the flag. Between steps and tokens: a
+   * computing CPU backend never returns to the event loop by itself.
+   */
+  private async checkIn(): Promise<void> {
+    await nextTask();
+    const r = this.takeRequest();
+    if (r === "pause") this.pause();
+    else if (r === "stop") this.stop();
+    else if (r === "stopSample") this.cancelSample();
   }
 
   pause(): void {
@@ -354,6 +406,7 @@ export class Session {
     const t = this.trainer;
     if (!t) return this.say("error", "There is no model to sample from yet.");
     this.stopSampling = false;
+    this.takeRequest();
     this.setState("sampling");
     const t0 = performance.now();
     let n = 0;
@@ -361,9 +414,14 @@ export class Session {
       await t.sample(new TextEncoder().encode(prompt), { temperature, topK, maxTokens }, (byte) => {
         n++;
         this.post({ type: "token", bytes: Uint8Array.of(byte) });
-      }, () => this.stopSampling);
+      }, async () => {
+        await this.checkIn();
+        return this.stopSampling;
+      });
     } catch (e) {
-      this.say("error", `Sampling failed: ${describe(e)}`);
+      // Interrupted: the CPU backend abandoned a token for Stop.
+      if (e instanceof Interrupted) this.takeRequest();
+      else this.say("error", `Sampling failed: ${describe(e)}`);
     }
     const seconds = (performance.now() - t0) / 1000;
     this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0 });

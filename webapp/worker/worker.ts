@@ -5,6 +5,7 @@ import { detectCaps } from "./caps";
 import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
 import { plainWords } from "./errors";
 import { deviceClaims, measureStep } from "./measure";
+import { NEEDS_DEVICE } from "./protocol";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
 import { deleteRun, holdRunLock, listRuns, recover } from "./store";
@@ -35,8 +36,6 @@ function exclusive(fn: () => Promise<void>): void {
   queue = queue.then(fn).catch((e) => post({ type: "message", level: "error", text: `Something went wrong in the trainer: ${plainWords(e)}.` }));
 }
 
-const NEEDS_DEVICE = new Set<ToWorker["type"]>(["start", "resume", "sample", "import", "openCheckpoint", "export"]);
-
 async function handle(msg: ToWorker): Promise<void> {
   if (NEEDS_DEVICE.has(msg.type)) deviceClaims.count++;
   switch (msg.type) {
@@ -47,7 +46,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return post({ type: "caps", caps: { ...caps, relaxedSimd: !caps.webgpu && caps.wasmSimd && (await cpuRelaxedSimd()) } });
     }
     case "init":
-      registerCpuBackend(msg.wasmUrl);
+      session.control = msg.control;
+      registerCpuBackend(msg.wasmUrl, msg.control);
       // Only the page's own worker gets init (CPU helper threads run this script too).
       // Unusable storage is reported by the listing that follows.
       recovered = recover().catch(() => undefined);
@@ -65,6 +65,7 @@ async function handle(msg: ToWorker): Promise<void> {
       if (session.busy) return post({ type: "measured", key: msg.key, msPerStep: null, backend: null, error: "busy" });
       const claims = deviceClaims.count;
       return exclusive(async () => {
+        session.takeRequest(); // one left from before is not for this measurement
         try {
           const r = await measureStep(session.backends, msg.model, msg.batch, msg.backend, claims);
           if (r) post({ type: "measured", key: msg.key, msPerStep: r.msPerStep, backend: r.backend });

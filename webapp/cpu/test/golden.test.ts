@@ -12,6 +12,7 @@ import { test } from "node:test";
 import { Worker } from "node:worker_threads";
 import { createCpuBackend, type CpuBackend, type CpuBackendOptions } from "../backend";
 import { relaxedAgrees, withinGate } from "../gate";
+import { Interrupted } from "../../engine/interrupt";
 import type { WorkerLike } from "../threads";
 import { relaxedModule } from "../wasm";
 import { f32, l2, rel } from "../../engine/test/fixtures";
@@ -166,6 +167,29 @@ test("micro-batches (one sequence at a time) give the same step as the whole bat
   const whole = await train(await backend());
   const split = await train(await backend({ activationBudget: 1 }));
   split.forEach((loss, i) => assert.ok(rel(loss, whole[i]) < 1e-5, `step ${i}: ${loss} vs ${whole[i]}`));
+});
+
+test("with the interrupt flag set, a step, a loss and a next-token pass are abandoned and change nothing; cleared, the run goes on as if never interrupted", async () => {
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const spawn = () => new Worker(new URL("./thread_worker.mjs", import.meta.url)) as unknown as WorkerLike;
+  const step = (b: Backend, s: Step) => b.trainStep(Int32Array.from(s.x), Int32Array.from(s.y), s.lr);
+  for (const threads of [1, 2]) {
+    const [b, plain] = [await backend({ interrupt: flag, threads, spawn }), await backend({ threads, spawn })];
+    const [first, ...rest] = golden.steps;
+    assert.equal(await step(b, first), await step(plain, first));
+    const before = await b.getState();
+    Atomics.store(flag, 0, 1);
+    const x = Int32Array.from(first.x);
+    await assert.rejects(step(b, rest[0]), Interrupted);
+    await assert.rejects(b.loss(x, x), Interrupted);
+    await assert.rejects(b.nextLogits(x.subarray(0, 5)), Interrupted);
+    const after = await b.getState();
+    assert.deepEqual([after.params, after.m, after.v, after.step], [before.params, before.m, before.v, before.step]);
+    Atomics.store(flag, 0, 0);
+    for (const s of rest) assert.equal(await step(b, s), await step(plain, s), `${threads} threads, step ${s.step}`);
+    b.dispose();
+    plain.dispose();
+  }
 });
 
 test("helpers that fail to start leave a working single-thread backend", async () => {

@@ -9,6 +9,7 @@ import { Rng } from "../rng";
 import { fixture, readJson } from "./fixtures";
 import type { Backend, ParamState, TrainConfig } from "../types";
 import { resumeTrainer } from "../trainer";
+import { Interrupted } from "../interrupt";
 
 const text = new TextEncoder().encode("It was the best of times, it was the worst of times. ".repeat(20));
 
@@ -62,4 +63,33 @@ test("resuming gives the backend Adam's own step count, which trails the model's
   await resumeTrainer(backend, base, train);
   await resumeTrainer(backend, { ...base, m: undefined, v: undefined }, train);
   assert.deepEqual(seen, [4, 3004, 0]);
+});
+
+test("a step the backend abandons (Interrupted) is not counted: the next one is the same step, on the same batch and learning rate", async () => {
+  const model = { vocab_size: 256, n_layer: 1, n_embd: 8, n_head: 2, block_size: 4 };
+  const train: TrainConfig = { batch_size: 2, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1, warmup_steps: 10, seed: 7 };
+  const calls: { x: number[]; lr: number }[] = [];
+  let refuse = true;
+  const backend = {
+    kind: "wasm",
+    device: "recording stub",
+    setState: async () => {},
+    trainStep: async (x: Int32Array, _y: Int32Array, lr: number) => {
+      calls.push({ x: [...x], lr });
+      if (refuse) throw new Interrupted();
+      return 5;
+    },
+    dispose() {},
+  } as unknown as Backend;
+  const n = paramCount(model);
+  const t = await resumeTrainer(backend, { model, params: new Float32Array(n), step: 3, train, history: [], dataset: null, provenance: {} }, train);
+  await t.setCorpus("text", text);
+  await assert.rejects(t.trainStep(), Interrupted);
+  assert.equal(t.step, 3);
+  assert.deepEqual(t.history, []);
+  refuse = false;
+  assert.equal(await t.trainStep(), 5);
+  assert.equal(t.step, 4);
+  assert.deepEqual(calls[1], calls[0]);
+  assert.deepEqual(t.history, [{ step: 4, train: 5 }]);
 });
