@@ -1,9 +1,29 @@
 """Checkpoints in OPFS: a reload mid-training offers the run, and resuming it
-continues the same loss curve, losing at most the steps since the last save;
-a second tab sees the run as busy and cannot take it over."""
+continues the same loss curve, losing at most the steps since the last save,
+with the run's own step target, intervals and training time; a second tab sees
+the run as busy and cannot take it over."""
+import base64
+
 from playwright.sync_api import expect
 
 from appdriver import configure, loss_table, open_app, wait_for, wait_state, wait_step
+from tinygpt import checkpoint
+
+SAVED_CHECKPOINT = """async () => {
+    const runs = await (await navigator.storage.getDirectory()).getDirectoryHandle('runs');
+    for await (const [name, handle] of runs) {
+        if (!name.endsWith('.tinygpt')) continue;
+        const bytes = new Uint8Array(await (await handle.getFile()).arrayBuffer());
+        let s = '';
+        for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+        return btoa(s);
+    }
+}"""
+
+
+def saved_checkpoint(page) -> checkpoint.Checkpoint:
+    """The one run's checkpoint in OPFS, read by the Python reader."""
+    return checkpoint.load(base64.b64decode(page.evaluate(SAVED_CHECKPOINT)))
 
 
 def saved_step(page) -> int:
@@ -51,4 +71,41 @@ def test_reload_mid_training_resumes_the_same_curve(open_page, browser_no_webgpu
     for s, t, _ in before[saved:]:
         assert abs(redone[s] - t) < 2e-3, f"step {s}: {redone[s]} after resuming, {t} before"
     assert [r[0] for r in after] == list(range(1, after[-1][0] + 1))
+    assert visit.problems() == []
+
+
+def test_a_resumed_run_keeps_its_target_intervals_and_training_time(open_page, browser_no_webgpu):
+    visit = open_app(open_page, browser_no_webgpu, seed=3)
+    page = visit.page
+    configure(page, steps=60, eval_every=10, save_every=15, backend="wasm")
+    page.click("#btn-start")
+    wait_for(lambda: saved_step(page) >= 30, 120, "the checkpoint of step 30", page)
+
+    page.reload()
+    expect(page.locator("#worker-status[data-ready=yes]")).to_be_visible(timeout=30_000)
+    expect(page.locator("#steps")).to_have_value("2000")  # the form's defaults
+    entry = page.locator("#checkpoint-list li")
+    expect(entry).to_have_count(1, timeout=30_000)
+    expect(entry).not_to_contain_text("open in another tab", timeout=30_000)
+    resumed = saved_checkpoint(page)
+    run = resumed.trainer["run"]
+    assert (run["target_steps"], run["eval_every"], run["save_every"]) == (60, 10, 15)
+    assert run["elapsed_ms"] > 0
+    entry.locator(".resume-run").click()
+    wait_state(page, "training", 60)
+    # The form shows the run's own settings, and the run goes on towards its own target.
+    for field, value in (("#steps", "60"), ("#eval-every", "10"), ("#save-every", "15")):
+        expect(page.locator(field)).to_have_value(value)
+    expect(page.locator("#stat-step")).to_contain_text("/ 60")
+    finished = page.locator("#messages .message-info", has_text="Training finished at step 60.")
+    wait_for(lambda: finished.count() == 1, 120, "training to finish at step 60", page)
+    wait_state(page, "ready", 30)
+
+    final = saved_checkpoint(page)
+    assert final.trainer["step"] == 60
+    assert {k: v for k, v in final.trainer["run"].items() if k != "elapsed_ms"} == {
+        "target_steps": 60, "eval_every": 10, "save_every": 15}
+    # The time before the reload counts: the clock went on from the saved figure.
+    assert final.trainer["run"]["elapsed_ms"] > run["elapsed_ms"]
+    assert [s for s, _, v in loss_table(page) if v is not None] == [10, 20, 30, 40, 50, 60]
     assert visit.problems() == []

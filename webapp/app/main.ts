@@ -121,6 +121,10 @@ client.on("caps", (m) => {
 client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));
+client.on("run", (m) => {
+  if (m.recorded) setup.showRun(m.steps, m.intervals);
+  progress.elapsed(m.elapsedMs);
+});
 client.on("saved", (m) => progress.saved(m.step));
 client.on("measured", (m) => {
   pendingMeasure.delete(m.key);

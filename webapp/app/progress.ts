@@ -62,6 +62,11 @@ export class ProgressView {
     if (s.state !== "training") this.badge.hidden = true;
   }
 
+  /** A loaded run's training time so far. */
+  elapsed(ms: number): void {
+    $("#stat-elapsed").textContent = ms > 0 ? fmt.duration(ms) : "–";
+  }
+
   history(points: readonly HistoryPoint[]): void {
     this.chart.reset(points);
     this.points = points.map((p) => ({ ...p }));

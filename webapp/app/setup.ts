@@ -109,6 +109,13 @@ export class Setup {
     };
   }
 
+  /** Shows a loaded run's own target and intervals, which Resume then continues with. */
+  showRun(steps: number, intervals: Intervals): void {
+    $<HTMLInputElement>("#steps").value = String(steps);
+    $<HTMLInputElement>("#eval-every").value = String(intervals.evalEvery);
+    $<HTMLInputElement>("#save-every").value = String(intervals.saveEvery);
+  }
+
   steps(): number {
     return intField("steps", "Steps", 1, 1_000_000);
   }

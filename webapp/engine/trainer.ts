@@ -2,7 +2,7 @@
 // Backend. Steps may be issued before earlier ones resolve (the GPU pipelines
 // them); the step counter and the batch are fixed when a step is issued.
 
-import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, SampleOptions, TrainConfig, Trainer } from "./types";
+import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, SampleOptions, TrainConfig, Trainer } from "./types";
 import { checkModelConfig, initParams, learningRate } from "./model";
 import { type Checkpoint, writeCheckpoint } from "./checkpoint";
 import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
@@ -14,6 +14,8 @@ export interface TrainerInit {
   step?: number;
   history?: HistoryPoint[];
   dataset?: DatasetInfo | null;
+  /** The run's own settings, as the file it was loaded from recorded them. */
+  run?: RunRecord;
   /** Written into the file's provenance, e.g. "tinygpt-web" or "tinygpt-node". */
   producer?: string;
 }
@@ -25,12 +27,15 @@ export class GPTTrainer implements Trainer {
   private readonly points: HistoryPoint[];
   private data: DatasetInfo | null;
   private readonly producer: string;
+  /** The run settings of the file this trainer was loaded from, where it had them. */
+  readonly savedRun: RunRecord | null;
 
   constructor(readonly backend: Backend, readonly model: ModelConfig, readonly config: TrainConfig, init: TrainerInit = {}) {
     this.issued = this.done = init.step ?? 0;
     this.points = init.history ? [...init.history] : [];
     this.data = init.dataset ?? null;
     this.producer = init.producer ?? "tinygpt-web";
+    this.savedRun = init.run ?? null;
   }
 
   /** Steps completed (resolved); issued steps may run ahead of it. */
@@ -104,7 +109,8 @@ export class GPTTrainer implements Trainer {
     return Uint8Array.from(out);
   }
 
-  async checkpoint(includeOptimizer: boolean): Promise<Checkpoint> {
+  /** `run`: the run's settings to record beside the trainer state. */
+  async checkpoint(includeOptimizer: boolean, run?: RunRecord): Promise<Checkpoint> {
     const state = await this.backend.getState();
     return {
       model: this.model,
@@ -114,14 +120,15 @@ export class GPTTrainer implements Trainer {
       step: this.done,
       adamStep: includeOptimizer ? state.step : undefined,
       train: this.config,
+      ...(run ? { run } : {}),
       history: [...this.points],
       dataset: this.data,
       provenance: { backend: this.backend.kind, device: this.backend.device },
     };
   }
 
-  async save(includeOptimizer: boolean): Promise<Uint8Array> {
-    return writeCheckpoint(await this.checkpoint(includeOptimizer), { producer: this.producer });
+  async save(includeOptimizer: boolean, run?: RunRecord): Promise<Uint8Array> {
+    return writeCheckpoint(await this.checkpoint(includeOptimizer, run), { producer: this.producer });
   }
 
   dispose(): void {
@@ -139,5 +146,5 @@ export async function startTrainer(backend: Backend, model: ModelConfig, config:
 /** Continue from a checkpoint (its Adam state when saved, else fresh moments). */
 export async function resumeTrainer(backend: Backend, ck: Checkpoint, config: TrainConfig, init: TrainerInit = {}): Promise<GPTTrainer> {
   await backend.setState({ params: ck.params, m: ck.m, v: ck.v, step: ck.m ? (ck.adamStep ?? ck.step) : 0 });
-  return new GPTTrainer(backend, ck.model, config, { step: ck.step, history: ck.history, dataset: ck.dataset, ...init });
+  return new GPTTrainer(backend, ck.model, config, { step: ck.step, history: ck.history, dataset: ck.dataset, run: ck.run, ...init });
 }

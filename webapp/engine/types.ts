@@ -95,7 +95,7 @@ export interface Trainer {
   evaluate(batches: number): Promise<number>;
   /** `shouldStop` is awaited before each token, so a host can yield to its own events there. */
   sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array>;
-  /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance). */
-  save(includeOptimizer: boolean): Promise<Uint8Array>;
+  /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance, the run's settings). */
+  save(includeOptimizer: boolean, run?: RunRecord): Promise<Uint8Array>;
   dispose(): void;
 }

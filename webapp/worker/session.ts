@@ -1,8 +1,9 @@
 // The worker's one training session: the Trainer, its run in OPFS, the
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
-import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob, writeCheckpoint } from "../engine/index";
+import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
+import type { RunRecord } from "../engine/types";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
@@ -41,7 +42,9 @@ export class Session {
   private lastSaved = -1;
   // A step's save is tried once: a failed one is not repeated (and reported again) at the end of the segment.
   private triedSave = -1;
+  /** Training time before the current segment; with segmentStart, the run's elapsed time. */
   private elapsedMs = 0;
+  private segmentStart: number | null = null;
   // A model loaded from a file with no run of its own (an import or a gallery
   // model): Start trains it further from these bytes on the chosen text.
   private imported: { name: string; bytes: Uint8Array; adam: boolean } | null = null;
@@ -144,6 +147,8 @@ export class Session {
     const runId = crypto.randomUUID();
     if (!(await this.adopt(trainer, runId, true))) return this.setState(previous);
     this.lastSaved = -1;
+    // A model trained further keeps the training time its file recorded.
+    this.elapsedMs = trainer.savedRun?.elapsed_ms ?? 0;
     try {
       await saveCorpus(runId, trainer.dataset!.sha256, corpus);
     } catch (e) {
@@ -168,6 +173,7 @@ export class Session {
     const times: { at: number; step: number }[] = [{ at: performance.now(), step: t.step }];
     const segmentStart = performance.now();
     const from = t.step;
+    this.segmentStart = segmentStart;
     let failure: { kind: "diverged" | "lost" | "error"; text: string } | null = null;
 
     const progress = (loss: number, val?: number): Progress => {
@@ -235,6 +241,7 @@ export class Session {
       failure = e instanceof DeviceLostError ? { kind: "lost", text: describe(e) } : { kind: "error", text: describe(e) };
     }
     this.elapsedMs += performance.now() - segmentStart;
+    this.segmentStart = null;
     this.running = false;
 
     if (failure) return this.fail(failure.kind, failure.text);
@@ -312,7 +319,7 @@ export class Session {
     const kept = this.lastSaved >= 0 ? `the last good checkpoint (step ${this.lastSaved}) is kept` : "no checkpoint of this run is saved yet";
     try {
       // The writer refuses non-finite weights or moments, as every reader would.
-      const bytes = writeCheckpoint(await t.checkpoint(true), { producer: PRODUCER });
+      const bytes = await t.save(true, this.runRecord());
       await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, savedAt: new Date().toISOString() }, bytes);
       this.lastSaved = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
@@ -323,7 +330,30 @@ export class Session {
     }
   }
 
-  /** Loads a saved run; with `train`, continues it up to `steps`. */
+  /** The run's settings and training time so far, as its checkpoint keeps them. */
+  private runRecord(): RunRecord {
+    return {
+      target_steps: this.target,
+      eval_every: this.intervals.evalEvery,
+      save_every: this.intervals.saveEvery,
+      elapsed_ms: this.elapsedMs + (this.segmentStart === null ? 0 : performance.now() - this.segmentStart),
+    };
+  }
+
+  /** Takes on the run settings a loaded file recorded; `steps` and `intervals` where it has none. */
+  private restoreRun(t: GPTTrainer, steps: number, intervals: Intervals): void {
+    const run = t.savedRun;
+    this.target = Math.max(run?.target_steps ?? steps, t.step);
+    this.intervals = run ? { evalEvery: run.eval_every, saveEvery: run.save_every } : intervals;
+    this.elapsedMs = run?.elapsed_ms ?? 0;
+    this.post({ type: "run", steps: this.target, intervals: this.intervals, elapsedMs: this.elapsedMs, recorded: run !== null });
+  }
+
+  /**
+   * Loads a saved run; with `train`, continues it. Its target and intervals
+   * are the ones its checkpoint recorded; `steps` and `intervals` are for
+   * checkpoints saved before runs kept them.
+   */
   async open(id: string, choice: BackendChoice, train: boolean, steps: number, intervals = this.intervals, quiet = false): Promise<void> {
     const previous = this.state;
     this.setState("loading");
@@ -346,9 +376,9 @@ export class Session {
       return;
     }
     if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
-    this.target = Math.max(steps, trainer.step);
+    this.restoreRun(trainer, steps, intervals);
     if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it cannot resume; export it and import the file to train it further on a text you choose."}`);
-    if (train && canTrain) await this.train(steps, intervals);
+    if (train && canTrain) await this.train(this.target, this.intervals);
     else this.setState("ready");
   }
 
@@ -382,7 +412,7 @@ export class Session {
     }
     await this.adopt(trainer, null, false);
     this.imported = { name, bytes, adam };
-    this.target = trainer.step;
+    this.restoreRun(trainer, trainer.step, this.intervals);
     this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Start; Reset for a fresh model.`);
     this.setState("ready");
   }
@@ -390,7 +420,7 @@ export class Session {
   async exportModel(): Promise<void> {
     const t = this.trainer;
     if (!t) return this.say("error", "There is no model to export yet.");
-    const bytes = await t.save(true);
+    const bytes = await t.save(true, this.runRecord());
     const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}-step${t.step}${facts.format.extension}`;
     this.post({ type: "exported", name, bytes }, [bytes.buffer]);
   }
