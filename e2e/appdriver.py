@@ -2,10 +2,13 @@
 run settings, train, read the loss table, sample. Waits poll the page from
 Python (the site's CSP forbids the eval that Playwright's wait_for_function
 needs)."""
+import base64
 import math
 import time
 
 from playwright.sync_api import expect
+
+from tinygpt import checkpoint
 
 LN_VOCAB = math.log(256)
 
@@ -48,7 +51,7 @@ def configure(page, *, steps: int, eval_every: int, save_every: int, backend: st
     if batch is not None or block is not None:
         page.check("input[name=preset][value=custom]")
         if batch is not None:
-            page.fill("#c-batch_size", str(batch))
+            advanced(page, batch=batch)
         if block is not None:
             page.fill("#c-block_size", str(block))
     else:
@@ -57,6 +60,15 @@ def configure(page, *, steps: int, eval_every: int, save_every: int, backend: st
     page.fill("#eval-every", str(eval_every))
     page.fill("#save-every", str(save_every))
     page.select_option("#backend", backend)
+
+
+def advanced(page, **fields):
+    """Opens Advanced and fills its fields: seed, lr, warmup, batch."""
+    box = page.locator("#advanced")
+    if box.get_attribute("open") is None:
+        box.locator("summary").click()
+    for name, value in fields.items():
+        page.fill(f"#{name}", str(value))
 
 
 def state(page) -> str:
@@ -105,3 +117,25 @@ def sample(page, prompt: str, *, temperature: float, top_k: int, length: int, ti
     wait_for(lambda: out.get_attribute("data-done") == "yes", timeout, "the sample to finish", page)
     wait_state(page, "ready", 10)
     return out.inner_text(), page.evaluate("window.sampleUpdates")
+
+
+SAVED_CHECKPOINT = """async () => {
+    const runs = await (await navigator.storage.getDirectory()).getDirectoryHandle('runs');
+    for await (const [name, handle] of runs) {
+        if (!name.endsWith('.tinygpt')) continue;
+        const bytes = new Uint8Array(await (await handle.getFile()).arrayBuffer());
+        let s = '';
+        for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
+        return btoa(s);
+    }
+}"""
+
+
+def saved_checkpoint(page) -> checkpoint.Checkpoint:
+    """The one run's checkpoint in OPFS, read by the Python reader."""
+    return checkpoint.load(base64.b64decode(page.evaluate(SAVED_CHECKPOINT)))
+
+
+def saved_step(page) -> int:
+    """The step of the last checkpoint the page says it saved; -1 before the first."""
+    return int(page.locator("#save-status").get_attribute("data-step") or -1)

@@ -4,7 +4,7 @@ import re
 
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, sample, wait_for, wait_state
+from appdriver import advanced, configure, loss_table, open_app, sample, wait_for, wait_state
 
 
 def test_diverging_loss_stops_and_keeps_last_good_checkpoint(open_page, browser_no_webgpu):
@@ -16,7 +16,7 @@ def test_diverging_loss_stops_and_keeps_last_good_checkpoint(open_page, browser_
     # step: whenever the loss breaks (never at step 1, which is uniform guessing), a
     # checkpoint from before it exists.
     configure(page, steps=400, eval_every=1000, save_every=1, batch=16, block=64)
-    page.fill("#c-lr", "1")
+    advanced(page, lr=1)
     page.click("#btn-start")
     error = page.locator("#messages .message-error")
     wait_for(lambda: error.count() > 0, 150, "training to stop on a diverging loss", page)

@@ -2,32 +2,9 @@
 continues the same loss curve, losing at most the steps since the last save,
 with the run's own step target, intervals and training time; a second tab sees
 the run as busy and cannot take it over."""
-import base64
-
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, wait_for, wait_state, wait_step
-from tinygpt import checkpoint
-
-SAVED_CHECKPOINT = """async () => {
-    const runs = await (await navigator.storage.getDirectory()).getDirectoryHandle('runs');
-    for await (const [name, handle] of runs) {
-        if (!name.endsWith('.tinygpt')) continue;
-        const bytes = new Uint8Array(await (await handle.getFile()).arrayBuffer());
-        let s = '';
-        for (let i = 0; i < bytes.length; i += 0x8000) s += String.fromCharCode(...bytes.subarray(i, i + 0x8000));
-        return btoa(s);
-    }
-}"""
-
-
-def saved_checkpoint(page) -> checkpoint.Checkpoint:
-    """The one run's checkpoint in OPFS, read by the Python reader."""
-    return checkpoint.load(base64.b64decode(page.evaluate(SAVED_CHECKPOINT)))
-
-
-def saved_step(page) -> int:
-    return int(page.locator("#save-status").get_attribute("data-step") or -1)
+from appdriver import configure, loss_table, open_app, saved_checkpoint, saved_step, wait_for, wait_state, wait_step
 
 
 def test_reload_mid_training_resumes_the_same_curve(open_page, browser_no_webgpu):

@@ -123,6 +123,7 @@ client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));
 client.on("run", (m) => {
   if (m.recorded) setup.showRun(m.steps, m.intervals);
+  if (m.train) setup.showTrain(m.train);
   progress.elapsed(m.elapsedMs);
 });
 client.on("saved", (m) => progress.saved(m.step));

@@ -1,5 +1,6 @@
 // The model and run settings: presets from the shared facts with their size,
-// memory and measured time per step, a custom shape, and the run options.
+// memory and measured time per step, a custom shape, and the run options,
+// with the seed, learning rate, warm-up and batch under Advanced for every size.
 import { checkModelConfig, defaultTrainConfig, memoryEstimate, paramCount, presets } from "../engine/model";
 import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
@@ -22,10 +23,15 @@ export class Setup {
     for (const input of document.querySelectorAll<HTMLInputElement>("input[name=preset]")) {
       input.addEventListener("change", () => {
         $("#custom").hidden = this.presetId() !== "custom";
+        const p = presets().find((x) => x.id === this.presetId());
+        if (p) this.showTrain(p.train, false);
+        this.describeCustom();
         onChange();
       });
     }
-    for (const input of document.querySelectorAll<HTMLInputElement>("#custom input")) {
+    // A seed of its own for each page load, shown, so a run can be repeated.
+    $<HTMLInputElement>("#seed").value = String((Math.random() * 2 ** 31) >>> 0);
+    for (const input of document.querySelectorAll<HTMLInputElement>("#custom input, #batch")) {
       input.addEventListener("input", () => {
         this.describeCustom();
         onChange();
@@ -70,12 +76,28 @@ export class Setup {
     $("#loaded-shape").hidden = !locked;
   }
 
-  /** The chosen model and training config; throws with a readable message for a bad custom shape. */
+  /** Shows a training config under Advanced; the seed too unless `withSeed` is false. */
+  showTrain(train: TrainConfig, withSeed = true): void {
+    if (withSeed) $<HTMLInputElement>("#seed").value = String(train.seed);
+    $<HTMLInputElement>("#lr").value = String(train.lr);
+    $<HTMLInputElement>("#warmup").value = String(train.warmup_steps);
+    $<HTMLInputElement>("#batch").value = String(train.batch_size);
+  }
+
+  /** The Advanced settings over the optimizer defaults; throws with a readable message. */
+  train(): TrainConfig {
+    const lr = Number($<HTMLInputElement>("#lr").value);
+    if (!(lr > 0 && lr <= 1)) throw new Error("Learning rate must be above 0 and at most 1.");
+    const seed = intField("seed", "Seed", 0, facts.format.trainer_config.seed.max);
+    return { ...defaultTrainConfig(intField("batch", "Batch", 1, 256), lr, seed), warmup_steps: intField("warmup", "Warm-up", 0, 1_000_000) };
+  }
+
+  /** The chosen model and training config; throws with a readable message for a bad custom shape or setting. */
   config(id = this.presetId()): { model: ModelConfig; train: TrainConfig } {
-    if (id !== "custom") {
-      const p = presets().find((x) => x.id === id)!;
-      return { model: p.model, train: { ...p.train } };
-    }
+    return { model: id === "custom" ? this.customModel() : presets().find((x) => x.id === id)!.model, train: this.train() };
+  }
+
+  private customModel(): ModelConfig {
     const model: ModelConfig = {
       vocab_size: facts.vocab_size,
       n_layer: intField("c-n_layer", "Layers", 1, 24),
@@ -85,14 +107,11 @@ export class Setup {
     };
     if (model.n_embd % model.n_head !== 0) throw new Error(`Width ${model.n_embd} must divide evenly by Heads ${model.n_head}.`);
     checkModelConfig(model);
-    const lr = Number($<HTMLInputElement>("#c-lr").value);
-    if (!(lr > 0 && lr <= 1)) throw new Error("Learning rate must be above 0 and at most 1.");
-    return { model, train: defaultTrainConfig(intField("c-batch_size", "Batch", 1, 256), lr) };
+    return model;
   }
 
   settings(): RunSettings {
     const { model, train } = this.config();
-    train.seed = (Math.random() * 2 ** 31) >>> 0;
     return {
       model,
       train,
@@ -127,9 +146,9 @@ export class Setup {
   private describeCustom(): void {
     const error = $("#custom-error");
     try {
-      const { model, train } = this.config("custom");
+      const model = this.customModel();
       $('[data-preset-params="custom"]').textContent = `${count(paramCount(model))} parameters`;
-      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(memoryEstimate(model, train.batch_size))} while training`;
+      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(memoryEstimate(model, intField("batch", "Batch", 1, 256)))} while training`;
       error.textContent = "";
     } catch (e) {
       $('[data-preset-params="custom"]').textContent = "";

@@ -122,8 +122,12 @@ export type FromWorker =
   | { type: "status"; status: Status }
   | { type: "progress"; progress: Progress }
   | { type: "history"; history: HistoryPoint[] }
-  /** A loaded model's run settings: its step target, intervals and training time; `recorded` when its file kept them. */
-  | { type: "run"; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean }
+  /**
+   * A loaded model's run settings: its step target, intervals and training
+   * time (`recorded` when its file kept them), and its training config (seed,
+   * learning rate, warm-up, batch) where the file has one.
+   */
+  | { type: "run"; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean; train: TrainConfig | null }
   | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
   | { type: "token"; bytes: Uint8Array }
   | { type: "sampleDone"; tokens: number; tokPerSec: number }

@@ -3,7 +3,8 @@
 import facts from "../../tinygpt/facts.json";
 import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
-import type { RunRecord } from "../engine/types";
+import type { Plan } from "../engine/checkpoint";
+import type { RunRecord, TrainConfig } from "../engine/types";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
@@ -340,13 +341,13 @@ export class Session {
     };
   }
 
-  /** Takes on the run settings a loaded file recorded; `steps` and `intervals` where it has none. */
-  private restoreRun(t: GPTTrainer, steps: number, intervals: Intervals): void {
+  /** Takes on the run settings a loaded file recorded; `steps` and `intervals` where it has none. `train`: the file's training config. */
+  private restoreRun(t: GPTTrainer, steps: number, intervals: Intervals, train: TrainConfig | null): void {
     const run = t.savedRun;
     this.target = Math.max(run?.target_steps ?? steps, t.step);
     this.intervals = run ? { evalEvery: run.eval_every, saveEvery: run.save_every } : intervals;
     this.elapsedMs = run?.elapsed_ms ?? 0;
-    this.post({ type: "run", steps: this.target, intervals: this.intervals, elapsedMs: this.elapsedMs, recorded: run !== null });
+    this.post({ type: "run", steps: this.target, intervals: this.intervals, elapsedMs: this.elapsedMs, recorded: run !== null, train });
   }
 
   /**
@@ -376,7 +377,7 @@ export class Session {
       return;
     }
     if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
-    this.restoreRun(trainer, steps, intervals);
+    this.restoreRun(trainer, steps, intervals, trainer.config);
     if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it cannot resume; export it and import the file to train it further on a text you choose."}`);
     if (train && canTrain) await this.train(this.target, this.intervals);
     else this.setState("ready");
@@ -392,10 +393,10 @@ export class Session {
    */
   async import(name: string, file: Blob, choice: BackendChoice): Promise<void> {
     const refused = (e: unknown) => this.say("error", `${name} ${e instanceof CheckpointError ? "was refused" : "could not be loaded"}: ${describe(e)}. The current model is unchanged.`);
-    let adam: boolean;
+    let plan: Plan;
     let bytes: Uint8Array;
     try {
-      adam = (await planBlob(file)).moments;
+      plan = await planBlob(file);
       bytes = new Uint8Array(await file.arrayBuffer());
     } catch (e) {
       return refused(e);
@@ -411,8 +412,8 @@ export class Session {
       return;
     }
     await this.adopt(trainer, null, false);
-    this.imported = { name, bytes, adam };
-    this.restoreRun(trainer, trainer.step, this.intervals);
+    this.imported = { name, bytes, adam: plan.moments };
+    this.restoreRun(trainer, trainer.step, this.intervals, plan.train);
     this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Start; Reset for a fresh model.`);
     this.setState("ready");
   }
