@@ -139,3 +139,13 @@ def saved_checkpoint(page) -> checkpoint.Checkpoint:
 def saved_step(page) -> int:
     """The step of the last checkpoint the page says it saved; -1 before the first."""
     return int(page.locator("#save-status").get_attribute("data-step") or -1)
+
+
+def usage(page) -> int:
+    return page.evaluate("async () => (await navigator.storage.estimate()).usage")
+
+
+def set_quota(page, quota: int):
+    """The origin's quota, until the page's context closes (detaching DevTools would lift it)."""
+    cdp = page.context.new_cdp_session(page)
+    cdp.send("Storage.overrideQuotaForOrigin", {"origin": page.evaluate("location.origin"), "quotaSize": quota})

@@ -41,7 +41,7 @@ def test_pause_and_stop_take_effect_within_a_step_on_the_cpu(open_page, browser_
     configure(page, preset="small", steps=1000, eval_every=1000, save_every=1000, backend="wasm")
     page.click("#btn-start")
     wait_step(page, 2, 120)
-    paused = click_and_time(page, "#btn-pause", "ready")
+    paused = click_and_time(page, "#btn-pause", "paused")
     assert paused["end"] <= paused["at"] + 1, paused
     assert paused["ms"] < LIMIT_MS, paused
     assert step(page) == paused["end"]

@@ -44,10 +44,9 @@ def test_gallery_model_trains_further_on_a_bundled_text(open_page, browser_no_we
     page.click("#btn-gallery")
     wait_state(page, "ready", 60)
 
-    # The size controls show the loaded model's shape, locked until Reset.
-    expect(page.locator("#loaded-shape")).to_be_visible()
+    # The size controls show the loaded model's shape; Continue training trains that model.
+    expect(page.locator("#loaded-shape")).to_contain_text(f"at step {start}")
     expect(page.locator(f"input[name=preset][value={model['preset']}]")).to_be_checked()
-    expect(page.locator("input[name=preset][value=custom]")).to_be_disabled()
 
     page.check("input[name=corpus-source][value=bundled]")
     page.select_option("#corpus-select", model["corpus"])
@@ -55,7 +54,7 @@ def test_gallery_model_trains_further_on_a_bundled_text(open_page, browser_no_we
     page.fill("#eval-every", str(MORE_STEPS))
     page.fill("#save-every", str(MORE_STEPS))
     page.select_option("#backend", "wasm")
-    page.click("#btn-start")
+    page.click("#btn-resume")
     wait_for(lambda: page.locator("#save-status").get_attribute("data-step") == str(start + MORE_STEPS), 120,
              f"the checkpoint of step {start + MORE_STEPS}", page)
     wait_state(page, "ready", 60)
@@ -70,12 +69,11 @@ def test_gallery_model_trains_further_on_a_bundled_text(open_page, browser_no_we
     assert new[0] < 3.0 < LN_VOCAB, f"first new loss {new[0]:.3f}"
     assert rows[-1][2] is not None, "validated at the target step"
 
-    # The continued run is a saved run like any other, and Reset returns to a fresh model.
+    # The continued run is a saved run like any other, and Reset returns to no model.
     entry = page.locator("#checkpoint-list li")
     expect(entry).to_have_count(1, timeout=30_000)
     expect(entry).to_contain_text(f"step {start + MORE_STEPS}")
-    expect(page.locator("#loaded-shape")).to_be_hidden()
     page.click("#btn-reset")
     wait_state(page, "empty", 30)
-    expect(page.locator("input[name=preset][value=custom]")).to_be_enabled()
+    expect(page.locator("#loaded-shape")).to_be_hidden()
     assert visit.problems() == []

@@ -53,8 +53,7 @@ def test_on_a_desk_the_run_stays_in_view_beside_the_settings(open_page, browser_
     visit = open_app(open_page, browser_no_webgpu)
     page = visit.page
     page.set_viewport_size(DESK)
-    # Saves every 5 steps: the CPU worker reads its messages (Pause, Stop) when it awaits storage.
-    configure(page, steps=2000, eval_every=5, save_every=5)
+    configure(page, steps=2000, eval_every=50, save_every=100)
     page.evaluate("scrollTo(0, 0)")
     # Settings on the left, the run on the right.
     settings = page.locator("#setup").bounding_box()
@@ -73,7 +72,7 @@ def test_on_a_desk_the_run_stays_in_view_beside_the_settings(open_page, browser_
             assert in_view(page, selector), f"{selector} is out of view with {target} scrolled into view"
         assert page.locator("#sample-out").evaluate("e => e.getBoundingClientRect().top < innerHeight - 40")
     page.click("#btn-pause")
-    wait_state(page, "ready", 60)
+    wait_state(page, "paused", 60)
     assert visit.problems() == []
 
 
@@ -100,19 +99,18 @@ def focused(page) -> str:
 def test_focus_moves_to_the_next_control_after_each_run_action(open_page, browser_no_webgpu):
     visit = open_app(open_page, browser_no_webgpu)
     page = visit.page
-    # Saves every 5 steps: the CPU worker reads its messages (Pause, Stop) when it awaits storage.
-    configure(page, steps=2000, eval_every=5, save_every=5)
+    configure(page, steps=2000, eval_every=50, save_every=100)
     page.focus("#btn-start")
     page.keyboard.press("Enter")
     wait_state(page, "training", 60)
     wait_for(lambda: focused(page) == "btn-pause", 10, "focus on Pause after Start")
     page.keyboard.press("Enter")
-    wait_state(page, "ready", 60)
-    wait_for(lambda: focused(page) == "btn-resume", 10, "focus on Resume after Pause")
+    wait_state(page, "paused", 60)
+    wait_for(lambda: focused(page) == "btn-resume", 10, "focus on Continue training after Pause")
     page.keyboard.press("Enter")
     wait_state(page, "training", 60)
-    wait_for(lambda: focused(page) == "btn-pause", 10, "focus on Pause after Resume")
-    page.keyboard.press("Tab")  # past Resume, disabled, to Stop
+    wait_for(lambda: focused(page) == "btn-pause", 10, "focus on Pause after Continue training")
+    page.keyboard.press("Tab")  # past Continue training, disabled, to Stop
     assert focused(page) == "btn-stop"
     page.keyboard.press("Enter")
     wait_state(page, "ready", 60)

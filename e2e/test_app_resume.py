@@ -37,7 +37,7 @@ def test_reload_mid_training_resumes_the_same_curve(open_page, browser_no_webgpu
     wait_state(page, "training", 60)
     wait_step(page, before[-1][0] + 5, 120)
     page.click("#btn-pause")
-    wait_state(page, "ready", 60)
+    wait_state(page, "paused", 60)
     after = loss_table(page)
 
     # The saved history comes back exactly; the steps after it are trained again on the

@@ -5,7 +5,7 @@ training goes on. Temporary files a crashed tab left are removed at the next
 start, unless another tab holds their run."""
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, step, wait_for, wait_state
+from appdriver import configure, loss_table, open_app, set_quota, step, usage, wait_for, wait_state
 
 SEED = 1234
 
@@ -25,16 +25,6 @@ OPFS_FILES = """async () => {
 def opfs_files(page) -> dict[str, int]:
     """Every file in the origin's OPFS, with its size."""
     return page.evaluate(OPFS_FILES)
-
-
-def usage(page) -> int:
-    return page.evaluate("async () => (await navigator.storage.estimate()).usage")
-
-
-def set_quota(page, quota: int):
-    """The origin's quota, until the page's context closes (detaching DevTools would lift it)."""
-    cdp = page.context.new_cdp_session(page)
-    cdp.send("Storage.overrideQuotaForOrigin", {"origin": page.evaluate("location.origin"), "quotaSize": quota})
 
 
 def checkpoint_file(files: dict[str, int]) -> str:

@@ -1,5 +1,7 @@
-// Models and storage: saved runs (resume after a reload), export to a
-// .tinygpt download, import from a file, the gallery, and the quota readout.
+// Models and storage: saved runs (resume after a reload, delete with undo),
+// export to a .tinygpt download, import from a file, the gallery, and the
+// quota readout. What replaces the model in the tab asks first when that
+// model has unsaved steps (mayDiscard).
 import facts from "../../tinygpt/facts.json";
 import { sha256Hex } from "../engine/data";
 import type { CheckpointInfo } from "../worker/protocol";
@@ -19,14 +21,20 @@ interface GalleryModel {
   steps?: number;
 }
 
+const UNDO_MS = facts.app.delete_undo_s * 1000;
+
 export class FilesView {
   private gallery: GalleryModel[] = [];
+  private list: CheckpointInfo[] = [];
+  /** Runs deleted in the list whose files stay until their undo expires. */
+  private deleting = new Map<string, number>();
 
   constructor(
     private client: WorkerClient,
     private setup: Setup,
     private onError: (text: string) => void,
     private onOffer: (text: string, resume: () => void) => void,
+    private mayDiscard: (action: string) => Promise<boolean>,
   ) {
     $("#btn-export").addEventListener("click", () => client.send({ type: "export" }));
     client.on("exported", (m) => this.download(m.name, m.bytes));
@@ -34,7 +42,7 @@ export class FilesView {
     input.addEventListener("change", () => {
       const file = input.files?.[0];
       input.value = "";
-      if (file) this.importFile(file);
+      if (file) void this.importFile(file);
     });
     $("#btn-gallery").addEventListener("click", () => this.loadGallery());
     client.on("checkpoints", (m) => this.showRuns(m.list));
@@ -53,7 +61,8 @@ export class FilesView {
     setTimeout(() => URL.revokeObjectURL(url), 10_000);
   }
 
-  private importFile(file: File): void {
+  private async importFile(file: File): Promise<void> {
+    if (!(await this.mayDiscard(`Loading ${file.name}`))) return;
     // The worker reads and checks the file before it replaces the current model.
     this.client.send({ type: "import", name: file.name, file, backend: this.setup.backend() });
   }
@@ -74,7 +83,7 @@ export class FilesView {
 
   private async loadGallery(): Promise<void> {
     const m = this.gallery.find((x) => x.id === $<HTMLSelectElement>("#gallery-select").value);
-    if (!m) return;
+    if (!m || !(await this.mayDiscard(`Loading ${m.title}`))) return;
     const res = await fetch(new URL(m.file, new URL("/gallery/", location.href)));
     if (!res.ok) {
       this.onError(`The gallery model ${m.title} could not be downloaded (HTTP ${res.status}).`);
@@ -92,8 +101,9 @@ export class FilesView {
   private recheck = 0;
 
   private showRuns(list: CheckpointInfo[]): void {
+    this.list = list;
     // On arrival, the newest run nobody has open is offered in a message too.
-    const newest = list.find((c) => !c.busy && !c.current);
+    const newest = list.find((c) => !c.busy && !c.current && !this.deleting.has(c.id));
     if (!this.offered && newest) {
       this.onOffer(`A saved run is waiting: ${newest.model.n_layer} layers × ${newest.model.n_embd}, ${newest.dataset ?? "no text"}, step ${newest.step}, saved ${fmt.ago(newest.savedAt)}.`, () => this.open(newest.id, true));
     }
@@ -110,20 +120,48 @@ export class FilesView {
     for (const c of list) {
       const li = el("li", { "data-run": c.id });
       const shape = `${c.model.n_layer} layers × ${c.model.n_embd}`;
-      li.append(el("span", {}, `${shape} · ${c.dataset ?? "no text"} · step ${c.step} · ${fmt.bytes(c.bytes)} · saved ${fmt.ago(c.savedAt)}${c.busy ? " · open in another tab" : ""}${c.current ? " · loaded here" : ""}`));
+      const about = `${shape} · ${c.dataset ?? "no text"} · step ${c.step} · ${fmt.bytes(c.bytes)}`;
+      if (this.deleting.has(c.id)) {
+        li.dataset.deleted = "yes";
+        li.append(el("span", {}, `Deleted: ${about}. Its files go in ${facts.app.delete_undo_s} s unless you undo.`));
+        const undo = el("button", { type: "button", class: "undo-delete" }, "Undo");
+        undo.addEventListener("click", () => this.undoDelete(c.id));
+        li.append(undo);
+        ul.append(li);
+        continue;
+      }
+      li.append(el("span", {}, `${about} · saved ${fmt.ago(c.savedAt)}${c.busy ? " · open in another tab" : ""}${c.current ? " · loaded here" : ""}`));
       const resume = el("button", { type: "button", class: "resume-run" }, "Resume training");
       const load = el("button", { type: "button" }, "Load to sample");
       const del = el("button", { type: "button" }, "Delete");
       for (const b of [resume, load, del]) b.disabled = c.busy || c.current;
-      resume.addEventListener("click", () => this.open(c.id, true));
-      load.addEventListener("click", () => this.open(c.id, false));
-      del.addEventListener("click", () => this.client.send({ type: "deleteCheckpoint", id: c.id }));
+      resume.addEventListener("click", () => void this.open(c.id, true));
+      load.addEventListener("click", () => void this.open(c.id, false));
+      del.addEventListener("click", () => this.delete(c.id));
       li.append(resume, load, del);
       ul.append(li);
     }
   }
 
-  open(id: string, train: boolean, backend = this.setup.backend()): void {
+  /** Marks a run deleted; its files are removed once the undo has expired (a tab closed before then keeps them). */
+  private delete(id: string): void {
+    this.deleting.set(id, window.setTimeout(() => {
+      this.deleting.delete(id);
+      this.client.send({ type: "deleteCheckpoint", id });
+    }, UNDO_MS));
+    this.showRuns(this.list);
+    $<HTMLButtonElement>(`#checkpoint-list li[data-run="${id}"] .undo-delete`).focus();
+  }
+
+  private undoDelete(id: string): void {
+    clearTimeout(this.deleting.get(id));
+    this.deleting.delete(id);
+    this.showRuns(this.list);
+    $<HTMLButtonElement>(`#checkpoint-list li[data-run="${id}"] .resume-run`).focus();
+  }
+
+  async open(id: string, train: boolean, backend = this.setup.backend()): Promise<void> {
+    if (!(await this.mayDiscard(train ? "Resuming that run" : "Loading that run"))) return;
     try {
       this.client.send({ type: "openCheckpoint", id, backend, train, steps: this.setup.steps(), intervals: this.setup.intervals() });
     } catch (e) {

@@ -5,6 +5,7 @@ import { plainWords } from "../worker/errors";
 import type { Status } from "../worker/protocol";
 import { showCaps } from "./caps";
 import { WorkerClient } from "./client";
+import { confirmDiscard } from "./confirm";
 import { CorpusError, CorpusPicker } from "./corpus";
 import { $ } from "./dom";
 import { wireMetricExplainers } from "./explainers";
@@ -23,7 +24,7 @@ const client = new WorkerClient(root.dataset.worker!, error);
 const progress = new ProgressView();
 const corpus = new CorpusPicker();
 const setup = new Setup(() => measureSelection());
-const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]));
+const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]), (action) => mayDiscard(action));
 new SampleView(client, error);
 
 const MEASURE_DELAY_MS = 1500;
@@ -34,9 +35,20 @@ function button(id: string): HTMLButtonElement {
   return $<HTMLButtonElement>(`#${id}`);
 }
 
-/** A model loaded from a file, with no run yet: Start trains it further. */
+/** A model loaded from a file, with no run yet: Continue training trains it further as a new run. */
 function fromFile(): boolean {
   return status !== null && status.model !== null && status.runId === null;
+}
+
+/**
+ * True when replacing the model in this tab loses nothing, or the user says
+ * to go ahead although it has steps that are saved nowhere else.
+ */
+async function mayDiscard(action: string): Promise<boolean> {
+  const n = status?.unsaved ?? 0;
+  if (n <= 0) return true;
+  const steps = `${n} step${n === 1 ? "" : "s"}`;
+  return confirmDiscard(`The model in this tab has ${steps} of training that no checkpoint holds (the last save did not complete). ${action} replaces it and loses them; export it first to keep them.`, `${action} anyway`);
 }
 
 function applyStatus(s: Status): void {
@@ -44,17 +56,19 @@ function applyStatus(s: Status): void {
   root.dataset.state = s.state;
   const idle = s.state === "empty" || s.state === "ready";
   const loaded = s.model !== null;
+  const still = s.state === "ready" || s.state === "paused"; // loaded and not busy
+  // A paused run is continued or ended (Stop, Reset) before a new model can start.
   button("btn-start").disabled = !idle;
   button("btn-pause").disabled = s.state !== "training";
-  button("btn-stop").disabled = s.state !== "training";
-  button("btn-resume").disabled = !(s.state === "ready" && s.canTrain);
-  button("btn-reset").disabled = !(idle && loaded);
-  button("btn-sample").disabled = !(s.state === "ready" && loaded);
+  button("btn-stop").disabled = !(s.state === "training" || s.state === "paused");
+  button("btn-resume").disabled = !(still && (s.canTrain || fromFile()));
+  button("btn-reset").disabled = !(still && loaded);
+  button("btn-sample").disabled = !(still && loaded);
   button("btn-sample-stop").disabled = s.state !== "sampling";
-  button("btn-export").disabled = !(s.state === "ready" && loaded);
+  button("btn-export").disabled = !(still && loaded);
   for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
   progress.setStatus(s);
-  setup.showLoaded(fromFile() ? s.model : null, s.step);
+  setup.showLoaded(still ? s.model : null, s.step, fromFile());
   if (idle) measureSelection();
 }
 
@@ -82,24 +96,26 @@ function measureSelection(): void {
 }
 const pendingMeasure = new Set<string>();
 
-async function start(): Promise<void> {
+/** A new run on the chosen text: "start" a fresh model, or "continueFile" the loaded file's model. */
+async function start(type: "start" | "continueFile", trigger: HTMLButtonElement): Promise<void> {
   let settings;
   try {
     settings = setup.settings();
   } catch (e) {
     return void error((e as Error).message);
   }
-  button("btn-start").disabled = true;
+  if (type === "start" && !(await mayDiscard("Starting a new model"))) return;
+  trigger.disabled = true;
   clearTimeout(measureTimer);
   try {
     const text = await corpus.read();
     // A fresh model starts a new curve; a model trained further gets its history back from the worker.
-    if (!fromFile()) progress.history([]);
-    client.send({ type: "start", settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
+    if (type === "start") progress.history([]);
+    client.send({ type, settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
     files.persist();
   } catch (e) {
     error(e instanceof CorpusError ? e.message : `The text could not be read: ${plainWords(e)}.`);
-    button("btn-start").disabled = false;
+    trigger.disabled = false;
   }
 }
 
@@ -122,6 +138,7 @@ client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));
 client.on("run", (m) => {
+  setup.selectModel(m.model);
   if (m.recorded) setup.showRun(m.steps, m.intervals);
   if (m.train) setup.showTrain(m.train);
   progress.elapsed(m.elapsedMs);
@@ -132,11 +149,14 @@ client.on("measured", (m) => {
   if (m.error !== "busy") setup.showMeasured(m.key, m.msPerStep, m.backend);
 });
 
-button("btn-start").addEventListener("click", () => void start());
+button("btn-start").addEventListener("click", () => void start("start", button("btn-start")));
 button("btn-pause").addEventListener("click", () => client.request("pause"));
 button("btn-stop").addEventListener("click", () => client.request("stop"));
-button("btn-reset").addEventListener("click", () => client.send({ type: "reset" }));
+button("btn-reset").addEventListener("click", async () => {
+  if (await mayDiscard("Reset")) client.send({ type: "reset" });
+});
 button("btn-resume").addEventListener("click", () => {
+  if (fromFile()) return void start("continueFile", button("btn-resume"));
   try {
     client.send({ type: "resume", steps: setup.steps(), intervals: setup.intervals() });
   } catch (e) {

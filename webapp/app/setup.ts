@@ -56,24 +56,27 @@ export class Setup {
     }
   }
 
+  /** Selects the size of a model just loaded, so the form describes it until another size is chosen. */
+  selectModel(model: ModelConfig): void {
+    const same = (m: ModelConfig) => SHAPE.every((k) => m[k] === model[k]);
+    const match = presets().find((p) => same(p.model));
+    this.selectPreset(match?.id ?? "custom");
+    if (!match) for (const k of SHAPE) $<HTMLInputElement>(`#c-${k}`).value = String(model[k]);
+    this.describeCustom();
+  }
+
   /**
-   * Shows a loaded model's shape and locks the shape controls, so Start trains
-   * that model further instead of replacing it; null unlocks them. Steps, a
-   * target step count, is raised above the model's step when it is not already.
+   * Says which model is loaded and what Continue training and Start new model
+   * do with it; null hides that. For a file's model, Steps (a target step
+   * count) is raised above its step when it is not already.
    */
-  showLoaded(model: ModelConfig | null, step: number): void {
-    const locked = model !== null;
-    if (model) {
-      const same = (m: ModelConfig) => SHAPE.every((k) => m[k] === model[k]);
-      const match = presets().find((p) => same(p.model));
-      this.selectPreset(match?.id ?? "custom");
-      if (!match) for (const k of SHAPE) $<HTMLInputElement>(`#c-${k}`).value = String(model[k]);
-      this.describeCustom();
-      const steps = $<HTMLInputElement>("#steps");
-      if (Number(steps.value) <= step) steps.value = String(step + Number(steps.defaultValue));
-    }
-    for (const input of document.querySelectorAll<HTMLInputElement>(`input[name=preset], ${SHAPE.map((k) => `#c-${k}`).join(", ")}`)) input.disabled = locked;
-    $("#loaded-shape").hidden = !locked;
+  showLoaded(model: ModelConfig | null, step: number, fromFile: boolean): void {
+    const note = $("#loaded-shape");
+    note.hidden = model === null;
+    if (!model) return;
+    note.textContent = `Loaded: ${model.n_layer} layers × ${model.n_embd} wide, context ${model.block_size}, at step ${step}. Continue training trains it further${fromFile ? " on the text below, as a new run" : ""}; Start new model starts a fresh one of the size chosen here.`;
+    const steps = $<HTMLInputElement>("#steps");
+    if (fromFile && Number(steps.value) <= step) steps.value = String(step + Number(steps.defaultValue));
   }
 
   /** Shows a training config under Advanced; the seed too unless `withSeed` is false. */

@@ -67,14 +67,18 @@ export interface CheckpointInfo {
 export const REQUESTS = ["pause", "stop", "stopSample", "measure"] as const;
 export type Request = (typeof REQUESTS)[number];
 
-export type WorkerState = "empty" | "loading" | "ready" | "training" | "sampling";
+/** paused: a run stopped short of its target by Pause, which Continue takes on (a new model needs Stop or Reset first). */
+export type WorkerState = "empty" | "loading" | "ready" | "paused" | "training" | "sampling";
 
 export type ToWorker =
   | { type: "ping"; id: number }
   | { type: "caps" }
   | { type: "init"; wasmUrl: string; control: Int32Array | null }
   | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
+  /** A new run of a fresh model. */
   | { type: "start"; settings: RunSettings; corpus: CorpusData }
+  /** A new run from the loaded file's model (an import or a gallery model), trained further. */
+  | { type: "continueFile"; settings: RunSettings; corpus: CorpusData }
   | { type: "pause" }
   | { type: "resume"; steps: number; intervals: Intervals }
   | { type: "stop" }
@@ -89,7 +93,7 @@ export type ToWorker =
   | { type: "deleteCheckpoint"; id: string };
 
 /** The commands that need the device: each ends a time-per-step measurement in progress. */
-export const NEEDS_DEVICE: ReadonlySet<ToWorker["type"]> = new Set(["start", "resume", "sample", "import", "openCheckpoint", "export"]);
+export const NEEDS_DEVICE: ReadonlySet<ToWorker["type"]> = new Set(["start", "continueFile", "resume", "sample", "import", "openCheckpoint", "export"]);
 
 export interface Progress {
   step: number;
@@ -112,6 +116,8 @@ export interface Status {
   runId: string | null;
   /** A corpus is loaded and the run was not stopped: Resume can continue it. */
   canTrain: boolean;
+  /** Steps of the loaded model kept nowhere but this tab (saves failed, or none yet): replacing it loses them. */
+  unsaved: number;
 }
 
 export type MessageLevel = "info" | "warn" | "error";
@@ -127,7 +133,7 @@ export type FromWorker =
    * time (`recorded` when its file kept them), and its training config (seed,
    * learning rate, warm-up, batch) where the file has one.
    */
-  | { type: "run"; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean; train: TrainConfig | null }
+  | { type: "run"; model: ModelConfig; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean; train: TrainConfig | null }
   | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
   | { type: "token"; bytes: Uint8Array }
   | { type: "sampleDone"; tokens: number; tokPerSec: number }

@@ -4,7 +4,7 @@ import facts from "../../tinygpt/facts.json";
 import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
 import type { Plan } from "../engine/checkpoint";
-import type { RunRecord, TrainConfig } from "../engine/types";
+import type { ModelConfig, RunRecord, TrainConfig } from "../engine/types";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
@@ -41,13 +41,15 @@ export class Session {
   private running = false;
   private stopSampling = false;
   private lastSaved = -1;
+  /** The newest step whose model exists outside this tab: its checkpoint here, or the file it came from. */
+  private keptStep = 0;
   // A step's save is tried once: a failed one is not repeated (and reported again) at the end of the segment.
   private triedSave = -1;
   /** Training time before the current segment; with segmentStart, the run's elapsed time. */
   private elapsedMs = 0;
   private segmentStart: number | null = null;
   // A model loaded from a file with no run of its own (an import or a gallery
-  // model): Start trains it further from these bytes on the chosen text.
+  // model): continueFile trains it further from these bytes on the chosen text.
   private imported: { name: string; bytes: Uint8Array; adam: boolean } | null = null;
 
   readonly backends: Backends;
@@ -74,6 +76,7 @@ export class Session {
       steps: this.target,
       runId: this.runId,
       canTrain: this.canTrain,
+      unsaved: t ? t.step - this.keptStep : 0,
     };
   }
 
@@ -116,34 +119,53 @@ export class Session {
     this.releaseLock = release;
     this.canTrain = canTrain;
     this.lastSaved = runId ? trainer.step : -1;
+    this.keptStep = trainer.step;
     this.post({ type: "history", history: [...trainer.history] });
     return true;
   }
 
-  /** A new run: a fresh model, or the loaded file's model trained further (its step and history go on). */
+  /** A new run: a fresh model of the chosen shape on the chosen text. */
   async start(settings: RunSettings, name: string, corpus: Uint8Array): Promise<void> {
+    await this.begin(settings, name, corpus, async () => {
+      const backend = await this.backends.get(settings.backend, settings.model, settings.train);
+      return createTrainer(backend, settings.model, settings.train, { producer: PRODUCER });
+    });
+  }
+
+  /** A new run from the loaded file's model, trained further on the chosen text: its weights, step and history go on. */
+  async continueFile(settings: RunSettings, name: string, corpus: Uint8Array): Promise<void> {
     const imported = this.imported;
     const from = this.trainer?.step ?? 0;
-    if (imported && settings.steps <= from) {
-      this.say("warn", `${imported.name} is already at step ${from}; raise Steps above it to train further.`);
-      return this.setState(this.state); // the page disabled Start until it hears back
+    if (!imported) {
+      this.say("error", "There is no model from a file loaded to train further.");
+      return this.setState(this.state); // the page disabled its button until it hears back
     }
+    if (settings.steps <= from) {
+      this.say("warn", `${imported.name} is already at step ${from}; raise Steps above it to train further.`);
+      return this.setState(this.state);
+    }
+    const loaded = (model: ModelConfig, train: TrainConfig) => this.backends.get(settings.backend, model, train);
+    await this.begin(settings, name, corpus, () => loadTrainer(imported.bytes, loaded, settings.train, { producer: PRODUCER }), () => {
+      this.say("info", `Training ${imported.name} further from step ${from} on ${name}${imported.adam ? ", with its saved optimizer state" : "; the file has no optimizer state, so Adam starts afresh"}.`);
+    });
+  }
+
+  /**
+   * Makes the run's trainer, adopts it under a new run id, keeps a copy of its
+   * text and trains it to the target; `ready` runs just before training.
+   * Until the new trainer is adopted, the loaded model stays.
+   */
+  private async begin(settings: RunSettings, name: string, corpus: Uint8Array, make: () => Promise<GPTTrainer>, ready = () => {}): Promise<void> {
     const previous = this.state;
     this.setState("loading");
     let trainer: GPTTrainer | null = null;
     try {
-      if (imported) {
-        trainer = await loadTrainer(imported.bytes, (model, train) => this.backends.get(settings.backend, model, train), settings.train, { producer: PRODUCER });
-      } else {
-        const backend = await this.backends.get(settings.backend, settings.model, settings.train);
-        trainer = await createTrainer(backend, settings.model, settings.train, { producer: PRODUCER });
-      }
+      trainer = await make();
       await trainer.setCorpus(name, corpus);
     } catch (e) {
       trainer?.dispose();
       this.say("error", `Could not start training: ${describe(e)}`);
-      this.setState(previous);
-      return;
+      return this.setState(previous);
     }
     const runId = crypto.randomUUID();
     if (!(await this.adopt(trainer, runId, true))) return this.setState(previous);
@@ -155,7 +177,7 @@ export class Session {
     } catch (e) {
       this.say("warn", `Could not keep a copy of the text in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
     }
-    if (imported) this.say("info", `Training ${imported.name} further from step ${from} on ${name}${imported.adam ? ", with its saved optimizer state" : "; the file has no optimizer state, so Adam starts afresh"}.`);
+    ready();
     await this.train(settings.steps, settings.intervals);
   }
 
@@ -248,7 +270,7 @@ export class Session {
     if (failure) return this.fail(failure.kind, failure.text);
     // The page hears first, so Pause and Stop take effect at once; the save that keeps the
     // last steps follows (commands the page sends meanwhile wait for it).
-    this.setState("ready");
+    this.setState(this.canTrain && t.step < this.target ? "paused" : "ready");
     await this.save();
     if (t.step >= this.target) this.say("info", `Training finished at step ${t.step}.`);
   }
@@ -286,6 +308,7 @@ export class Session {
   stop(): void {
     this.running = false;
     this.canTrain = false;
+    if (this.state === "paused") this.setState("ready");
   }
 
   private async fail(kind: "diverged" | "lost" | "error", text: string): Promise<void> {
@@ -322,8 +345,9 @@ export class Session {
       // The writer refuses non-finite weights or moments, as every reader would.
       const bytes = await t.save(true, this.runRecord());
       await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, savedAt: new Date().toISOString() }, bytes);
-      this.lastSaved = t.step;
+      this.lastSaved = this.keptStep = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
+      this.post({ type: "status", status: this.status() });
     } catch (e) {
       if (e instanceof CheckpointError) return this.say("error", `The checkpoint at step ${t.step} was not saved: ${describe(e)}; ${kept}.`);
       const why = e instanceof StorageFullError ? `: ${describe(e)}` : ` (${describe(e)})`;
@@ -347,7 +371,7 @@ export class Session {
     this.target = Math.max(run?.target_steps ?? steps, t.step);
     this.intervals = run ? { evalEvery: run.eval_every, saveEvery: run.save_every } : intervals;
     this.elapsedMs = run?.elapsed_ms ?? 0;
-    this.post({ type: "run", steps: this.target, intervals: this.intervals, elapsedMs: this.elapsedMs, recorded: run !== null, train });
+    this.post({ type: "run", model: t.model, steps: this.target, intervals: this.intervals, elapsedMs: this.elapsedMs, recorded: run !== null, train });
   }
 
   /**
@@ -414,7 +438,7 @@ export class Session {
     await this.adopt(trainer, null, false);
     this.imported = { name, bytes, adam: plan.moments };
     this.restoreRun(trainer, trainer.step, this.intervals, plan.train);
-    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Start; Reset for a fresh model.`);
+    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Continue training; Start new model starts a fresh one instead.`);
     this.setState("ready");
   }
 
@@ -438,6 +462,7 @@ export class Session {
     if (!t) return this.say("error", "There is no model to sample from yet.");
     this.stopSampling = false;
     this.takeRequest();
+    const previous = this.state; // ready, or paused: a paused run stays paused
     this.setState("sampling");
     const t0 = performance.now();
     let n = 0;
@@ -456,7 +481,7 @@ export class Session {
     }
     const seconds = (performance.now() - t0) / 1000;
     this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0 });
-    this.setState("ready");
+    this.setState(previous);
   }
 
   cancelSample(): void {

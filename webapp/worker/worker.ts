@@ -76,10 +76,16 @@ async function handle(msg: ToWorker): Promise<void> {
       });
     case "start":
       return exclusive(() => session.start(msg.settings, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
+    case "continueFile":
+      return exclusive(() => session.continueFile(msg.settings, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
     case "resume":
       return exclusive(() => session.train(msg.steps, msg.intervals));
     case "reset":
-      return exclusive(async () => session.reset());
+      // The run it let go of is listed as not loaded any more.
+      return exclusive(async () => {
+        session.reset();
+        await checkpoints();
+      });
     case "sample":
       return exclusive(() => session.sample(msg.prompt, msg.temperature, msg.topK, msg.maxTokens));
     case "export":
