@@ -33,7 +33,8 @@ def test_tiny_trains_on_webgpu(open_page, browser):
     page = open_app(open_page, browser).page
     expect(page.locator("#caps")).to_have_attribute("data-webgpu", "yes")
     # SwiftShader runs the GPU kernels on two CPU cores: Tiny's shape at a small batch and context.
-    configure(page, steps=STEPS, eval_every=100, save_every=100, batch=2, block=32)
+    # Best available would choose the CPU over SwiftShader (test_app_best.py): WebGPU, chosen.
+    configure(page, steps=STEPS, eval_every=100, save_every=100, batch=2, block=32, backend="webgpu")
     page.click("#btn-start")
     wait_state(page, "training", 120)
     expect(page.locator("#stat-backend")).to_contain_text("WebGPU")

@@ -134,6 +134,7 @@ client.on("caps", (m) => {
   capsKnown = true;
   measureSelection();
 });
+client.on("best", (m) => setup.showBest(m.kind, m.reason));
 client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));

@@ -142,6 +142,14 @@ export class Setup {
     return intField("steps", "Steps", 1, 1_000_000);
   }
 
+  /** Names what Best available trains on here, and why when the GPU was passed over. */
+  showBest(kind: "webgpu" | "wasm", reason: string | null): void {
+    $("#backend option[value=auto]").textContent = `Best available: ${kind === "webgpu" ? "WebGPU" : "WebAssembly (CPU)"}`;
+    const note = $("#backend-note");
+    note.textContent = reason ?? "";
+    note.hidden = reason === null;
+  }
+
   backend(): BackendChoice {
     return $<HTMLSelectElement>("#backend").value as BackendChoice;
   }

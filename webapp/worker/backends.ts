@@ -7,11 +7,12 @@ import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/t
 import { requestAdapter } from "./caps";
 import type { BackendChoice } from "./protocol";
 
-/** The backend kind to try first, and whether falling back to the CPU is allowed. */
-async function resolveKind(choice: BackendChoice): Promise<{ kind: BackendKind; fallback: boolean }> {
+/** The backend kind to try first, and whether falling back to the CPU is allowed; `best`: what "auto" was found to mean here (best.ts). */
+async function resolveKind(choice: BackendChoice, best: BackendKind | null): Promise<{ kind: BackendKind; fallback: boolean }> {
   if (choice !== "auto") return { kind: choice, fallback: false };
+  if (best) return { kind: best, fallback: true };
   const { adapter } = await requestAdapter();
-  return { kind: adapter ? "webgpu" : "wasm", fallback: true };
+  return { kind: adapter && !adapter.info.isFallbackAdapter ? "webgpu" : "wasm", fallback: true };
 }
 
 function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
@@ -21,12 +22,14 @@ function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string 
 
 export class Backends {
   private spare: { key: string; backend: Backend } | null = null;
+  /** What "auto" means on this device, once measured (best.ts). */
+  best: BackendKind | null = null;
 
   constructor(private warn: (text: string) => void) {}
 
   /** A backend of the chosen kind; "auto" falls back to the CPU when WebGPU fails, saying why. */
   async get(choice: BackendChoice, model: ModelConfig, train: TrainConfig, quiet = false): Promise<Backend> {
-    const { kind, fallback } = await resolveKind(choice);
+    const { kind, fallback } = await resolveKind(choice, this.best);
     const spare = this.take(key(kind, model, train));
     if (spare) return spare;
     this.clear(); // free its memory before building another

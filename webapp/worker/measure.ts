@@ -1,7 +1,7 @@
 // Time per training step of a model on this device: a short warm-up on
 // synthetic bytes (timing does not depend on the text), then a few timed steps.
 import { Interrupted, createTrainer, defaultTrainConfig } from "../engine/index";
-import type { ModelConfig } from "../engine/types";
+import type { BackendKind, ModelConfig } from "../engine/types";
 import type { Backends } from "./backends";
 import type { BackendChoice } from "./protocol";
 
@@ -14,8 +14,8 @@ const MIN_MS = 1500;
  */
 export const deviceClaims = { count: 0 };
 
-export async function measureStep(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice, claims: number): Promise<{ msPerStep: number; backend: string } | null> {
-  const cancelled = () => deviceClaims.count !== claims;
+/** Null when `cancelled` (a command claimed the device) before a step was timed. */
+export async function measureStep(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice, cancelled: () => boolean): Promise<{ msPerStep: number; backend: BackendKind } | null> {
   if (cancelled()) return null;
   const train = defaultTrainConfig(batch, 1e-3);
   const backend = await backends.get(choice, model, train, true);

@@ -125,6 +125,8 @@ export type MessageLevel = "info" | "warn" | "error";
 export type FromWorker =
   | { type: "pong"; id: number }
   | { type: "caps"; caps: Caps }
+  /** What Best available trains on here; `reason` says why the CPU when a GPU adapter was passed over. */
+  | { type: "best"; kind: "webgpu" | "wasm"; reason: string | null }
   | { type: "status"; status: Status }
   | { type: "progress"; progress: Progress }
   | { type: "history"; history: HistoryPoint[] }

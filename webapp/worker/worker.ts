@@ -3,6 +3,7 @@
 import { handleCpuThreadMessage } from "../cpu/threads";
 import { detectCaps } from "./caps";
 import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
+import { chooseBest } from "./best";
 import { plainWords } from "./errors";
 import { deviceClaims, measureStep } from "./measure";
 import { NEEDS_DEVICE } from "./protocol";
@@ -43,7 +44,14 @@ async function handle(msg: ToWorker): Promise<void> {
       return post({ type: "pong", id: msg.id });
     case "caps": {
       const caps = await detectCaps();
-      return post({ type: "caps", caps: { ...caps, relaxedSimd: !caps.webgpu && caps.wasmSimd && (await cpuRelaxedSimd()) } });
+      post({ type: "caps", caps: { ...caps, relaxedSimd: !caps.webgpu && caps.wasmSimd && (await cpuRelaxedSimd()) } });
+      const claims = deviceClaims.count;
+      return exclusive(async () => {
+        const best = await chooseBest(session.backends, () => deviceClaims.count !== claims);
+        if (!best) return;
+        session.backends.best = best.kind;
+        post({ type: "best", ...best });
+      });
     }
     case "init":
       session.control = msg.control;
@@ -67,7 +75,7 @@ async function handle(msg: ToWorker): Promise<void> {
       return exclusive(async () => {
         session.takeRequest(); // one left from before is not for this measurement
         try {
-          const r = await measureStep(session.backends, msg.model, msg.batch, msg.backend, claims);
+          const r = await measureStep(session.backends, msg.model, msg.batch, msg.backend, () => deviceClaims.count !== claims);
           if (r) post({ type: "measured", key: msg.key, msPerStep: r.msPerStep, backend: r.backend });
           else post({ type: "measured", key: msg.key, msPerStep: null, backend: null, error: "busy" });
         } catch (e) {
