@@ -79,6 +79,7 @@ function applyStatus(s: Status): void {
  */
 let measureTimer = 0;
 function measureSelection(): void {
+  checkSelection();
   clearTimeout(measureTimer);
   measureTimer = window.setTimeout(() => {
     if (!capsKnown || (status && status.state !== "empty" && status.state !== "ready")) return;
@@ -95,6 +96,19 @@ function measureSelection(): void {
   }, MEASURE_DELAY_MS);
 }
 const pendingMeasure = new Set<string>();
+
+/** Asks the worker at once whether the selected shape fits this device (its answer shows before Start). */
+function checkSelection(): void {
+  let key: string;
+  try {
+    key = setup.measureKey();
+  } catch {
+    return setup.showNote();
+  }
+  if (setup.fits.has(key)) return setup.showNote();
+  const { model, train } = setup.config();
+  client.send({ type: "check", key, model, batch: train.batch_size, backend: setup.backend() });
+}
 
 /** A new run on the chosen text: "start" a fresh model, or "continueFile" the loaded file's model. */
 async function start(type: "start" | "continueFile", trigger: HTMLButtonElement): Promise<void> {
@@ -134,7 +148,11 @@ client.on("caps", (m) => {
   capsKnown = true;
   measureSelection();
 });
-client.on("best", (m) => setup.showBest(m.kind, m.reason));
+client.on("best", (m) => {
+  setup.showBest(m.kind, m.reason);
+  checkSelection();
+});
+client.on("checked", (m) => setup.showFit(m.key, m.problem, m.note));
 client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));

@@ -6,7 +6,7 @@ import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
 import type { BackendChoice, Intervals, RunSettings } from "../worker/protocol";
 import { $ } from "./dom";
-import { bytes, count, msPerStep } from "./format";
+import { bytes, count, duration, msPerStep } from "./format";
 
 function intField(id: string, label: string, min: number, max: number): number {
   const v = Number($<HTMLInputElement>(`#${id}`).value);
@@ -18,6 +18,8 @@ const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
 
 export class Setup {
   readonly measured = new Map<string, number>();
+  /** What the worker said about each shape's fit to this device's limits (worker/fit.ts). */
+  readonly fits = new Map<string, { problem: string | null; note: string | null }>();
 
   constructor(onChange: () => void) {
     for (const input of document.querySelectorAll<HTMLInputElement>("input[name=preset]")) {
@@ -29,6 +31,7 @@ export class Setup {
         onChange();
       });
     }
+    $("#steps").addEventListener("input", () => this.showNote());
     // A seed of its own for each page load, shown, so a run can be repeated.
     $<HTMLInputElement>("#seed").value = String((Math.random() * 2 ** 31) >>> 0);
     for (const input of document.querySelectorAll<HTMLInputElement>("#custom input, #batch")) {
@@ -144,6 +147,7 @@ export class Setup {
 
   /** Names what Best available trains on here, and why when the GPU was passed over. */
   showBest(kind: "webgpu" | "wasm", reason: string | null): void {
+    this.fits.clear(); // checked against what "auto" meant before
     $("#backend option[value=auto]").textContent = `Best available: ${kind === "webgpu" ? "WebGPU" : "WebAssembly (CPU)"}`;
     const note = $("#backend-note");
     note.textContent = reason ?? "";
@@ -184,5 +188,38 @@ export class Setup {
     }
     this.measured.set(key, ms);
     node.textContent = `≈ ${msPerStep(ms)} per step here (${backend === "webgpu" ? "WebGPU" : "WASM"}, measured)`;
+    this.showNote();
+  }
+
+  showFit(key: string, problem: string | null, note: string | null): void {
+    this.fits.set(key, { problem, note });
+    this.showNote();
+  }
+
+  /**
+   * Says before Start what the chosen run will meet: a limit of this device
+   * its shape exceeds (data-problem="yes"), how it runs anyway, and how long it
+   * takes at the measured time per step when that is over an hour.
+   */
+  showNote(): void {
+    const node = $("#start-note");
+    let key: string;
+    let steps: number;
+    try {
+      key = this.measureKey();
+      steps = this.steps();
+    } catch {
+      node.hidden = true; // the fields' own errors say what is wrong
+      return;
+    }
+    const fit = this.fits.get(key);
+    const ms = this.measured.get(key);
+    const long = ms !== undefined && ms * steps > facts.app.long_run_s * 1000
+      ? `A new run of ${steps} steps takes about ${duration(ms * steps)} here, at ≈ ${msPerStep(ms)} a step.`
+      : null;
+    const text = [fit?.problem, fit?.note, long].filter(Boolean).join(" ");
+    node.textContent = text;
+    node.dataset.problem = fit?.problem ? "yes" : "no";
+    node.hidden = !text;
   }
 }

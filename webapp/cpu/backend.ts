@@ -149,18 +149,12 @@ export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptio
   return start(model, opts, module, relaxed !== null, null);
 }
 
-async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAssembly.Module, relaxed: boolean,
-  helpers: WorkerLike[] | null): Promise<CpuBackend> {
-  const C = model.n_embd, H = model.n_head;
-  const shared = helpers !== null;
-  const memory = new WebAssembly.Memory({ initial: 1, maximum: shared ? SHARED_MAX_PAGES : MAX_PAGES, shared });
-  const instance = await WebAssembly.instantiate(module, { env: { memory } });
-  const ex = instance.exports as unknown as Exports;
-
+/** Where everything but the activations lives in the linear memory, and how many sequences a micro-batch holds. */
+function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEFAULT_ACTIVATION_BUDGET) {
+  const C = model.n_embd, F = 4 * C, T = model.block_size;
   const layout = tensorLayout(model);
   const P = layout.reduce((a, t) => a + t.size, 0);
-  const F = 4 * C, V = model.vocab_size;
-  const fixed = new Arena(Math.ceil(ex.heap_base() / 64) * 64);
+  const fixed = new Arena(Math.ceil(heapBase / 64) * 64);
   const control = fixed.take(CONTROL_BYTES / 4);
   const params = fixed.take(P), grads = fixed.take(P), mom1 = fixed.take(P), mom2 = fixed.take(P);
   // Every matrix transposed, at its own offset: input gradients and the tied head read W^T.
@@ -169,11 +163,37 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const norms = fixed.take(2 * normBlocks);
   const decayed = layout.filter((t) => t.decay);
   const decayRanges = fixed.take(2 * decayed.length);
-  const actsBase = fixed.end;
   const oneSeq = new Arena(0);
   layoutActs(model, 1, oneSeq);
-  const jobFlops = model.block_size * (2 * C * (C + 2 * F) + 4 * model.block_size * C);
-  const maxSeqs = Math.max(1, Math.min(Math.floor((opts.activationBudget ?? DEFAULT_ACTIVATION_BUDGET) / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
+  const jobFlops = T * (2 * C * (C + 2 * F) + 4 * T * C);
+  const maxSeqs = Math.max(1, Math.min(Math.floor(activationBudget / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
+  return { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, actsBase: fixed.end, maxSeqs };
+}
+
+/**
+ * The WebAssembly memory a backend for `model` takes to train batches of
+ * `batch` sequences (the module's own few kilobytes of data aside), from the
+ * layout it allocates by, and the most a memory may hold: shared between
+ * threads, or one thread's.
+ */
+export function cpuMemory(model: ModelConfig, batch: number, activationBudget?: number): { bytes: number; sharedLimit: number; limit: number } {
+  const plan = memoryPlan(model, 0, activationBudget);
+  const acts = new Arena(plan.actsBase);
+  layoutActs(model, Math.min(batch, plan.maxSeqs), acts);
+  return { bytes: acts.end, sharedLimit: SHARED_MAX_PAGES * PAGE, limit: MAX_PAGES * PAGE };
+}
+
+async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAssembly.Module, relaxed: boolean,
+  helpers: WorkerLike[] | null): Promise<CpuBackend> {
+  const C = model.n_embd, H = model.n_head;
+  const shared = helpers !== null;
+  const memory = new WebAssembly.Memory({ initial: 1, maximum: shared ? SHARED_MAX_PAGES : MAX_PAGES, shared });
+  const instance = await WebAssembly.instantiate(module, { env: { memory } });
+  const ex = instance.exports as unknown as Exports;
+
+  const { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, actsBase, maxSeqs } =
+    memoryPlan(model, ex.heap_base(), opts.activationBudget);
+  const F = 4 * C, V = model.vocab_size;
 
   let f32 = new Float32Array(0), i32 = new Int32Array(0), f64 = new Float64Array(0);
   const ensureBytes = (end: number) => {

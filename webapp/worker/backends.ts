@@ -27,6 +27,11 @@ export class Backends {
 
   constructor(private warn: (text: string) => void) {}
 
+  /** The kind a get() for `choice` tries first. */
+  async kindFor(choice: BackendChoice): Promise<BackendKind> {
+    return (await resolveKind(choice, this.best)).kind;
+  }
+
   /** A backend of the chosen kind; "auto" falls back to the CPU when WebGPU fails, saying why. */
   async get(choice: BackendChoice, model: ModelConfig, train: TrainConfig, quiet = false): Promise<Backend> {
     const { kind, fallback } = await resolveKind(choice, this.best);

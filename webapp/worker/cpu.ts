@@ -2,7 +2,7 @@
 // fetched once, and the relaxed-SIMD gate's verdict is kept with them (gate.ts),
 // so the capability check and every backend share one run of the gate; helper
 // threads run this worker's own script.
-import { createCpuBackend } from "../cpu/backend";
+import { cpuMemory, createCpuBackend } from "../cpu/backend";
 import { gatedRelaxed } from "../cpu/gate";
 import { registerBackend } from "../engine/index";
 
@@ -33,7 +33,9 @@ export function registerCpuBackend(url: string, interrupt: Int32Array | null): v
   wasmUrl = url;
   registerBackend("wasm", async (model, train) => {
     if (!wasmUrl) throw new Error("this page was built without the WebAssembly backend");
-    const threads = self.crossOriginIsolated ? Math.max(1, self.navigator.hardwareConcurrency || 1) : 1;
+    // A memory shared between threads holds less than one thread's: a model that needs more runs on one.
+    const { bytes: need, sharedLimit } = cpuMemory(model, train.batch_size);
+    const threads = self.crossOriginIsolated && need <= sharedLimit ? Math.max(1, self.navigator.hardwareConcurrency || 1) : 1;
     return createCpuBackend(model, {
       wasm: await bytes(),
       threads,

@@ -75,6 +75,8 @@ export type ToWorker =
   | { type: "caps" }
   | { type: "init"; wasmUrl: string; control: Int32Array | null }
   | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
+  /** Whether the shape fits this device's limits (worker/fit.ts); answered at once, nothing allocated. */
+  | { type: "check"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
   /** A new run of a fresh model. */
   | { type: "start"; settings: RunSettings; corpus: CorpusData }
   /** A new run from the loaded file's model (an import or a gallery model), trained further. */
@@ -137,6 +139,8 @@ export type FromWorker =
    */
   | { type: "run"; model: ModelConfig; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean; train: TrainConfig | null }
   | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
+  /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
+  | { type: "checked"; key: string; problem: string | null; note: string | null }
   | { type: "token"; bytes: Uint8Array }
   | { type: "sampleDone"; tokens: number; tokPerSec: number }
   | { type: "saved"; id: string; step: number; bytes: number }

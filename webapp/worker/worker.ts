@@ -5,6 +5,7 @@ import { detectCaps } from "./caps";
 import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
 import { chooseBest } from "./best";
 import { plainWords } from "./errors";
+import { checkFit } from "./fit";
 import { deviceClaims, measureStep } from "./measure";
 import { NEEDS_DEVICE } from "./protocol";
 import type { FromWorker, ToWorker } from "./protocol";
@@ -67,6 +68,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return session.stop();
     case "stopSample":
       return session.cancelSample();
+    case "check":
+      return post({ type: "checked", key: msg.key, ...(await checkFit(session.backends, msg.model, msg.batch, msg.backend)) });
     case "listCheckpoints":
       return checkpoints();
     case "measure":

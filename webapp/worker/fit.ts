@@ -1,0 +1,30 @@
+// Whether a shape fits this device before anything is allocated: the CPU
+// backend's WebAssembly memory and the GPU's buffer limits, computed by the
+// code that lays the buffers out, with the limit named.
+import { cpuMemory } from "../cpu/backend";
+import { gpuFit } from "../engine/gpu/plan";
+import type { ModelConfig } from "../engine/types";
+import type { Backends } from "./backends";
+import { requestAdapter } from "./caps";
+import type { BackendChoice } from "./protocol";
+
+const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
+
+/** `problem`: why the chosen backend cannot train the shape here; `note`: how it will run anyway. */
+export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice): Promise<{ problem: string | null; note: string | null }> {
+  const memory = cpuMemory(model, batch);
+  const cpu = {
+    problem: memory.bytes > memory.limit ? `On the CPU this needs ${gib(memory.bytes)} of WebAssembly memory, more than one WebAssembly memory can hold (${gib(memory.limit)}).` : null,
+    note: memory.bytes > memory.sharedLimit && memory.bytes <= memory.limit && self.crossOriginIsolated
+      ? `On the CPU this needs ${gib(memory.bytes)}, more than a memory shared between threads can hold (${gib(memory.sharedLimit)}), so it trains on one thread.`
+      : null,
+  };
+  if ((await backends.kindFor(choice)) === "wasm") return cpu;
+  const { adapter } = await requestAdapter();
+  const fit = adapter ? gpuFit(model, batch, adapter.limits) : null;
+  if (!fit?.problem) return { problem: null, note: null };
+  const gpu = `Too large for this GPU: ${fit.problem}.`;
+  // Best available falls back to the CPU when the GPU backend cannot be built.
+  if (choice === "auto" && !cpu.problem) return { problem: null, note: `${gpu} Best available trains it on the CPU instead.${cpu.note ? ` ${cpu.note}` : ""}` };
+  return { problem: cpu.problem && choice === "auto" ? `${gpu} ${cpu.problem}` : gpu, note: null };
+}
