@@ -85,4 +85,14 @@ def test_a_resumed_run_keeps_its_target_intervals_and_training_time(open_page, b
     # The time before the reload counts: the clock went on from the saved figure.
     assert final.trainer["run"]["elapsed_ms"] > run["elapsed_ms"]
     assert [s for s, _, v in loss_table(page) if v is not None] == [10, 20, 30, 40, 50, 60]
+
+    # Resumed again after another reload, the finished run stays at its target and says so.
+    page.reload()
+    entry = page.locator("#checkpoint-list li")
+    expect(entry).not_to_contain_text("open in another tab", timeout=30_000)
+    entry.locator(".resume-run").click()
+    reached = page.locator("#messages .message-info", has_text="The run has reached its target of 60 steps")
+    wait_for(lambda: reached.count() == 1, 60, "the run to load at its target", page)
+    wait_state(page, "ready", 30)
+    expect(page.locator("#stat-step")).to_have_text("60 / 60")
     assert visit.problems() == []

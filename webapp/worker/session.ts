@@ -183,10 +183,10 @@ export class Session {
 
   /** Continue the loaded run up to `steps` steps. */
   async train(steps: number, intervals: Intervals): Promise<void> {
-    this.intervals = intervals;
     const t = this.trainer;
     if (!t || !this.canTrain) return this.say("error", "There is no run to continue: start one first.");
     if (steps <= t.step) return this.say("warn", `The run is already at step ${t.step}; raise Steps to train further.`);
+    this.intervals = intervals;
     this.target = steps;
     this.running = true;
     this.takeRequest(); // one left from before this segment is not for it
@@ -403,8 +403,9 @@ export class Session {
     if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
     this.restoreRun(trainer, steps, intervals, trainer.config);
     if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it cannot resume; export it and import the file to train it further on a text you choose."}`);
-    if (train && canTrain) await this.train(this.target, this.intervals);
-    else this.setState("ready");
+    if (train && canTrain && this.target > trainer.step) return this.train(this.target, this.intervals);
+    if (train && canTrain) this.say("info", `The run has reached its target of ${this.target} steps; raise Steps and press Continue training to train it further.`);
+    this.setState("ready");
   }
 
   private async load(bytes: Uint8Array, choice: BackendChoice): Promise<GPTTrainer> {
