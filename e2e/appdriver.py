@@ -88,6 +88,13 @@ def wait_step(page, n: int, timeout: float):
     wait_for(lambda: step(page) >= n, timeout, f"step {n}", page)
 
 
+def wait_finished(page, steps: int, timeout: float = 120, runs: int = 1):
+    """Until the worker has said `runs` times that training finished at `steps`, and the app is ready."""
+    finished = page.locator("#messages .message-info", has_text=f"Training finished at step {steps}.")
+    wait_for(lambda: finished.count() >= runs, timeout, f"training to finish at step {steps}", page)
+    wait_state(page, "ready", 30)
+
+
 def loss_table(page) -> list[tuple[int, float, float | None]]:
     """(step, train, val or None) for every point the page holds."""
     box = page.locator("#loss-table-box")

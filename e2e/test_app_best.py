@@ -4,7 +4,7 @@ CPU and says why in one line; WebGPU can still be chosen, and without an
 adapter there is nothing to explain."""
 from playwright.sync_api import expect
 
-from appdriver import configure, open_app, wait_for, wait_state
+from appdriver import configure, open_app, wait_finished, wait_state
 
 
 def test_best_available_passes_over_a_software_gpu(open_page, browser):
@@ -21,15 +21,13 @@ def test_best_available_passes_over_a_software_gpu(open_page, browser):
     page.click("#btn-start")
     wait_state(page, "training", 60)
     expect(page.locator("#stat-backend")).to_contain_text("WebAssembly")
-    finished = page.locator("#messages .message-info", has_text="Training finished at step 3.")
-    wait_for(lambda: finished.count() == 1, 120, "training to finish", page)
+    wait_finished(page, 3)
 
     # Chosen by name, the GPU trains.
     configure(page, steps=1, eval_every=1, save_every=1, backend="webgpu", batch=2, block=32)
     page.click("#btn-start")
     expect(page.locator("#stat-backend")).to_contain_text("WebGPU", timeout=300_000)
-    finished = page.locator("#messages .message-info", has_text="Training finished at step 1.")
-    wait_for(lambda: finished.count() == 1, 300, "the GPU run to finish", page)
+    wait_finished(page, 1, timeout=300)
     assert visit.problems() == []
 
 

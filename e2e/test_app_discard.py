@@ -5,14 +5,9 @@ must be continued or ended before a new model starts; and Delete in Saved runs
 can be undone until its grace period ends."""
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, set_quota, state, step, usage, wait_for, wait_state, wait_step
+from appdriver import (configure, loss_table, open_app, set_quota, state, step, usage, wait_finished, wait_for, wait_state,
+                       wait_step)
 from tinygpt.facts import FACTS
-
-
-def finish(page, steps: int):
-    finished = page.locator("#messages .message-info", has_text=f"Training finished at step {steps}.")
-    wait_for(lambda: finished.count() >= 1, 120, f"training to finish at step {steps}", page)
-    wait_state(page, "ready", 30)
 
 
 def test_replacing_unsaved_steps_asks_first(open_page, browser_no_webgpu):
@@ -21,7 +16,7 @@ def test_replacing_unsaved_steps_asks_first(open_page, browser_no_webgpu):
     set_quota(page, usage(page))  # not one more byte: no checkpoint of this run can be saved
     configure(page, steps=6, eval_every=3, save_every=3, backend="wasm")
     page.click("#btn-start")
-    finish(page, 6)
+    wait_finished(page, 6)
     before = loss_table(page)
     dialog = page.locator("#confirm")
 
@@ -43,7 +38,7 @@ def test_replacing_unsaved_steps_asks_first(open_page, browser_no_webgpu):
     page.click("#btn-start")
     expect(page.locator("#confirm-ok")).to_have_text("Starting a new model anyway")
     page.click("#confirm-ok")
-    finish(page, 2)
+    wait_finished(page, 2)
     assert [r[0] for r in loss_table(page)] == [1, 2]
     assert visit.problems() == []
 
@@ -65,7 +60,7 @@ def test_a_paused_run_is_continued_or_ended_before_a_new_model(open_page, browse
     expect(page.locator("#btn-resume")).to_be_disabled()
     page.fill("#steps", "2")
     page.click("#btn-start")
-    finish(page, 2)
+    wait_finished(page, 2)
     expect(page.locator("#confirm")).to_be_hidden()
     assert visit.problems() == []
 
@@ -75,7 +70,7 @@ def test_delete_can_be_undone_until_its_grace_period_ends(open_page, browser_no_
     page = visit.page
     configure(page, steps=2, eval_every=2, save_every=2, backend="wasm")
     page.click("#btn-start")
-    finish(page, 2)
+    wait_finished(page, 2)
     page.click("#btn-reset")
     wait_state(page, "empty", 30)
     entry = page.locator("#checkpoint-list li")

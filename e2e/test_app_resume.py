@@ -4,7 +4,8 @@ with the run's own step target, intervals and training time; a second tab sees
 the run as busy and cannot take it over."""
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, saved_checkpoint, saved_step, wait_for, wait_state, wait_step
+from appdriver import (configure, loss_table, open_app, saved_checkpoint, saved_step, wait_finished, wait_for, wait_state,
+                       wait_step)
 
 
 def test_reload_mid_training_resumes_the_same_curve(open_page, browser_no_webgpu):
@@ -74,9 +75,7 @@ def test_a_resumed_run_keeps_its_target_intervals_and_training_time(open_page, b
     for field, value in (("#steps", "60"), ("#eval-every", "10"), ("#save-every", "15")):
         expect(page.locator(field)).to_have_value(value)
     expect(page.locator("#stat-step")).to_contain_text("/ 60")
-    finished = page.locator("#messages .message-info", has_text="Training finished at step 60.")
-    wait_for(lambda: finished.count() == 1, 120, "training to finish at step 60", page)
-    wait_state(page, "ready", 30)
+    wait_finished(page, 60)
 
     final = saved_checkpoint(page)
     assert final.trainer["step"] == 60

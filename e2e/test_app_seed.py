@@ -4,7 +4,7 @@ another curve; the seed and the Advanced settings of a preset (learning rate,
 warm-up) are saved with the run and come back when it is loaded."""
 from playwright.sync_api import expect
 
-from appdriver import advanced, configure, loss_table, open_app, saved_checkpoint, wait_for, wait_state
+from appdriver import advanced, configure, loss_table, open_app, saved_checkpoint, wait_finished, wait_state
 
 STEPS = 12
 
@@ -13,11 +13,9 @@ def train(page, seed: int) -> list:
     """A Tiny run of STEPS steps on the CPU with `seed`, a learning rate of 0.004 and 3 warm-up steps; its loss table."""
     configure(page, steps=STEPS, eval_every=STEPS, save_every=STEPS, backend="wasm")
     advanced(page, seed=seed, lr=0.004, warmup=3)
-    before = page.locator("#messages .message-info", has_text=f"Training finished at step {STEPS}.").count()
+    runs = page.locator("#messages .message-info", has_text=f"Training finished at step {STEPS}.").count() + 1
     page.click("#btn-start")
-    finished = page.locator("#messages .message-info", has_text=f"Training finished at step {STEPS}.")
-    wait_for(lambda: finished.count() > before, 120, "training to finish", page)
-    wait_state(page, "ready", 30)
+    wait_finished(page, STEPS, runs=runs)
     return loss_table(page)
 
 
