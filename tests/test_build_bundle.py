@@ -104,7 +104,7 @@ def test_cpu_wasm_carries_the_relaxed_build_in_a_custom_section(tmp_path):
         pytest.skip("node_modules is not installed (npm ci)")
     out = tmp_path / "cpu.wasm"
     bundle.compile_cpu_wasm(REPO, out)
-    name = next(b["wasm_section"] for b in FACTS["backends"] if b["id"] == "relaxed-simd").encode()
+    name = next(lv["wasm_section"] for lv in FACTS["levers"] if lv["id"] == "relaxed-simd").encode()
     custom = [payload for section, payload in _sections(out.read_bytes()) if section == 0]
     relaxed = [p[1 + len(name):] for p in custom if p[0] == len(name) and p[1:1 + len(name)] == name]
     assert len(relaxed) == 1 and relaxed[0][:4] == b"\0asm"

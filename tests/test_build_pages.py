@@ -197,6 +197,7 @@ def test_roadmap_statuses_come_from_facts(tmp_path):
         row = row[:row.index("</tr>")]
         assert f'<span class="pill">{lever["pill"]}</span>' in row
         assert f'<span class="status status-{lever["status"]}">{lever["status"]}</span>' in row
+        assert (f"needs <code>{lever['feature']}</code>" if lever["feature"] else "needs no optional feature") in row
 
 
 def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path, monkeypatch):

@@ -1,5 +1,6 @@
 """The WebAssembly CPU backend in Node: compile cpu.wasm exactly as the site
-build does, bundle webapp/cpu/test/*.test.ts with esbuild, run `node --test`
+build does, bundle webapp/cpu/test/*.test.ts and the relaxed-SIMD lever's
+tests (webapp/levers/relaxed-simd/*.test.ts) with esbuild, run `node --test`
 with relaxed SIMD on (Node 20 needs the flag). The Node tests check, for the
 plain and the relaxed-SIMD build, golden parity with
 tests/fixtures/golden_tiny.json, parity with the numpy reference on an
@@ -60,7 +61,7 @@ def test_cpu_backend_in_node(tmp_path):
     wasm = tmp_path / "cpu.wasm"
     compile_cpu_wasm(ROOT, wasm)
     relaxed = RELAXED_FLAG in run(["node", "--v8-options"]).stdout
-    tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts"))
+    tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers" / "relaxed-simd").glob("*.test.ts"))
     assert tests, "no webapp/cpu/test/*.test.ts found"
     run([BIN / "esbuild", *tests, ROOT / "webapp/cpu/test/thread_worker.ts", "--bundle", "--platform=node", "--format=esm",
          f"--outdir={tmp_path}", "--out-extension:.js=.mjs", "--log-level=warning"])

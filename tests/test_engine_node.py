@@ -54,7 +54,7 @@ def split_reference(path: Path) -> None:
 @pytest.fixture(scope="module")
 def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
-    tests = sorted((ROOT / "webapp" / "engine" / "test").glob("*.test.ts"))
+    tests = sorted((ROOT / "webapp" / "engine" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers").glob("*.test.ts"))
     assert tests, "no webapp/engine/test/*.test.ts found"
     wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
     bundle = subprocess.run(

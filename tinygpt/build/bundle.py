@@ -73,7 +73,7 @@ def _esbuild(root: Path, assets_dir: Path, entries: dict[str, str]) -> dict[str,
     return urls
 
 
-_RELAXED_SECTION = next(b["wasm_section"] for b in FACTS["backends"] if b["id"] == "relaxed-simd")
+_RELAXED_SECTION = next(lv["wasm_section"] for lv in FACTS["levers"] if lv["id"] == "relaxed-simd")
 
 
 def _wasm_key(root: Path) -> str:

@@ -1,6 +1,8 @@
 // The "This device" panel: what WebGPU offers, which backend will run, and the
-// capability pills. A lever's pill shows only when it is shipped AND detected;
-// detected features of unshipped levers are listed as available, not used.
+// capability pills. A lever's pill shows exactly when the worker's numerics
+// gate passed it here (its verdict); every verdict is listed with its reason,
+// and detected features of levers with no verdict (not built yet, or for the
+// other backend) are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
 import type { Caps } from "../worker/protocol";
 import { $, el } from "./dom";
@@ -48,18 +50,23 @@ export function showCaps(caps: Caps): void {
   else {
     add(backendPill("wasm"), "wasm", "backend");
     if (caps.crossOriginIsolated && caps.threads > 1) add(`+${backendPill("threads")}`, "threads", "backend");
-    if (caps.relaxedSimd) add(`+${backendPill("relaxed-simd")}`, "relaxed-simd", "backend");
   }
+  for (const lever of facts.levers) if (caps.levers[lever.id]?.pass) add(lever.pill, lever.id, "lever");
 
-  const unused: string[] = [];
-  for (const lever of facts.levers) {
-    const detected = caps.features.includes(lever.feature);
-    if (!detected) continue;
-    if (lever.status === "shipped") add(lever.pill, lever.id, "lever");
-    else if (!unused.includes(lever.feature)) {
-      unused.push(lever.feature);
+  const checked = facts.levers.filter((l) => caps.levers[l.id]);
+  if (checked.length) {
+    const list = el("ul", { id: "caps-gate" });
+    for (const lever of checked) {
+      const v = caps.levers[lever.id];
+      const item = el("li", { "data-lever": lever.id, "data-verdict": v.pass ? "pass" : "fail", "data-cached": v.cached ? "yes" : "no" },
+        `${lever.pill}: ${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}`);
+      list.append(item);
     }
+    const dd = el("dd");
+    dd.append(list);
+    details.append(el("dt", {}, "Numerics gate"), dd);
   }
+  const unused = [...new Set(facts.levers.filter((l) => !caps.levers[l.id] && l.feature && caps.features.includes(l.feature)).map((l) => l.feature!))];
   if (unused.length) {
     details.append(el("dt", {}, "Available, not used yet"), el("dd", { id: "caps-unused" }, unused.join(", ")));
   }

@@ -186,7 +186,9 @@ $("#backend").addEventListener("change", () => measureSelection());
 
 wireMetricExplainers();
 keepFocus(root);
-client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "", control: client.control });
+// ?gate-fail=relaxed-simd (a comma list of lever ids) makes those levers' gates fail: for tests.
+const gateFail = new URLSearchParams(location.search).get("gate-fail")?.split(",").filter(Boolean) ?? [];
+client.send({ type: "init", wasmUrl: root.dataset.wasm ?? "", control: client.control, gateFail });
 client.send({ type: "caps" });
 client.send({ type: "listCheckpoints" });
 client.ping().then((ms) => {

@@ -16,8 +16,8 @@ import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import { checkInterrupt } from "../engine/interrupt";
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
+import { gatedRelaxed } from "../levers/relaxed-simd/lever";
 import { workerUrl } from "../trusted";
-import { gatedRelaxed } from "./gate";
 import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
 import { withSharedMemory } from "./wasm";
 
@@ -130,7 +130,7 @@ export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptio
   }
   if (!Number.isInteger(opts.threads) || opts.threads < 1) throw new Error(`cpu backend: threads must be a positive integer, got ${opts.threads}`);
   const compiled = opts.wasm instanceof WebAssembly.Module;
-  const relaxed = !compiled && opts.relaxed !== false ? await gatedRelaxed(opts.wasm as BufferSource) : null;
+  const relaxed = !compiled && opts.relaxed !== false ? (await gatedRelaxed(opts.wasm as BufferSource)).module : null;
   const bytes = compiled ? null : relaxed ?? (opts.wasm as BufferSource);
   const canShare = typeof SharedArrayBuffer !== "undefined" && (globalThis as { crossOriginIsolated?: boolean }).crossOriginIsolated !== false;
   const spawn = opts.spawn ?? (opts.workerUrl !== undefined ? () => new Worker(workerUrl(opts.workerUrl!), { type: "module" }) : null);

@@ -8,8 +8,8 @@
 
 import facts from "../../tinygpt/facts.json";
 
-/** The custom section that holds the relaxed-SIMD build (tinygpt/build/bundle.py writes it). */
-const RELAXED_SECTION = facts.backends.find((b) => b.id === "relaxed-simd")!.wasm_section!;
+/** The custom section that holds the relaxed-SIMD lever's build (tinygpt/build/bundle.py writes it). */
+const RELAXED_SECTION = facts.levers.find((l) => l.id === "relaxed-simd")!.wasm_section!;
 
 function readLeb(bytes: Uint8Array, pos: number): [number, number] {
   let value = 0, shift = 0;

@@ -21,8 +21,8 @@ export async function requestAdapter(): Promise<{ adapter: GPUAdapter | null; er
   }
 }
 
-/** Everything but the relaxed-SIMD verdict, which needs the CPU backend's module (worker/cpu.ts). */
-export async function detectCaps(): Promise<Omit<Caps, "relaxedSimd">> {
+/** Everything but the levers' verdicts, which need their backends' kernels (worker/cpu.ts). */
+export async function detectCaps(): Promise<Omit<Caps, "levers">> {
   const { adapter, error } = await requestAdapter();
   const info = adapter?.info;
   return {

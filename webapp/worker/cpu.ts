@@ -1,10 +1,11 @@
 // Registers the WebAssembly backend with the engine. The module's bytes are
-// fetched once, and the relaxed-SIMD gate's verdict is kept with them (gate.ts),
-// so the capability check and every backend share one run of the gate; helper
+// fetched once, and the CPU levers' verdicts are kept with them (levers/gate.ts),
+// so the capability check and every backend share one run of each gate; helper
 // threads run this worker's own script.
 import { cpuMemory, createCpuBackend } from "../cpu/backend";
-import { gatedRelaxed } from "../cpu/gate";
 import { registerBackend } from "../engine/index";
+import type { Verdict } from "../levers/gate";
+import { ID as RELAXED_SIMD, gatedRelaxed } from "../levers/relaxed-simd/lever";
 
 let wasmUrl = "";
 let wasm: Promise<ArrayBuffer> | null = null;
@@ -18,13 +19,13 @@ function bytes(): Promise<ArrayBuffer> {
   return wasm;
 }
 
-/** Whether the CPU backend will run its relaxed-SIMD build here (the engine has it and it passes the gate). */
-export async function cpuRelaxedSimd(): Promise<boolean> {
-  if (!wasmUrl) return false;
+/** The verdicts of the CPU backend's levers here: its pills, and what its backends will run. */
+export async function cpuVerdicts(): Promise<Record<string, Verdict>> {
+  if (!wasmUrl) return {};
   try {
-    return (await gatedRelaxed(await bytes())) !== null;
-  } catch {
-    return false;
+    return { [RELAXED_SIMD]: (await gatedRelaxed(await bytes())).verdict };
+  } catch (e) {
+    return { [RELAXED_SIMD]: { pass: false, reason: `the WebAssembly module could not be checked (${(e as Error).message})`, cached: false } };
   }
 }
 

@@ -1,6 +1,7 @@
 // The messages between the page (webapp/app) and the training worker. One
 // file so both sides agree; every message is a plain structured-clonable object.
 import type { HistoryPoint, ModelConfig, TrainConfig } from "../engine/types";
+import type { Verdict } from "../levers/gate";
 
 export interface AdapterInfo {
   vendor: string;
@@ -17,7 +18,8 @@ export interface Caps {
   maxBufferMiB: number;
   gpuError: string | null; // why WebGPU is missing, when the browser says
   wasmSimd: boolean;
-  relaxedSimd: boolean; // the CPU backend's relaxed-SIMD build runs here (checked only without WebGPU)
+  /** The numerics gate's verdict on each lever of the backend "auto" picks, by facts.levers id. */
+  levers: Record<string, Verdict>;
   crossOriginIsolated: boolean;
   threads: number; // logical cores the browser reports
 }
@@ -73,7 +75,8 @@ export type WorkerState = "empty" | "loading" | "ready" | "paused" | "training" 
 export type ToWorker =
   | { type: "ping"; id: number }
   | { type: "caps" }
-  | { type: "init"; wasmUrl: string; control: Int32Array | null }
+  /** control: the shared request flag (SharedArrayBuffer), or null; gateFail: lever ids whose gate must fail (the page's ?gate-fail=a,b, for tests). */
+  | { type: "init"; wasmUrl: string; control: Int32Array | null; gateFail: string[] }
   | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
   /** Whether the shape fits this device's limits (worker/fit.ts); answered at once, nothing allocated. */
   | { type: "check"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }

@@ -2,8 +2,9 @@
 // answers the page's messages (protocol.ts).
 import { handleCpuThreadMessage } from "../cpu/threads";
 import { detectCaps } from "./caps";
-import { cpuRelaxedSimd, registerCpuBackend } from "./cpu";
+import { configureGates } from "../levers/gate";
 import { chooseBest } from "./best";
+import { cpuVerdicts, registerCpuBackend } from "./cpu";
 import { plainWords } from "./errors";
 import { checkFit } from "./fit";
 import { deviceClaims, measureStep } from "./measure";
@@ -11,6 +12,7 @@ import { NEEDS_DEVICE } from "./protocol";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
 import { deleteRun, holdRunLock, listRuns, recover } from "./store";
+import { opfsVerdicts } from "./verdicts";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 
@@ -45,7 +47,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return post({ type: "pong", id: msg.id });
     case "caps": {
       const caps = await detectCaps();
-      post({ type: "caps", caps: { ...caps, relaxedSimd: !caps.webgpu && caps.wasmSimd && (await cpuRelaxedSimd()) } });
+      // The CPU's levers are checked wherever the CPU backend can run: "auto" may pick it (best.ts), and it can be chosen.
+      post({ type: "caps", caps: { ...caps, levers: caps.wasmSimd ? await cpuVerdicts() : {} } });
       const claims = deviceClaims.count;
       return exclusive(async () => {
         const best = await chooseBest(session.backends, () => deviceClaims.count !== claims);
@@ -55,6 +58,7 @@ async function handle(msg: ToWorker): Promise<void> {
       });
     }
     case "init":
+      configureGates({ forceFail: msg.gateFail, store: opfsVerdicts });
       session.control = msg.control;
       registerCpuBackend(msg.wasmUrl, msg.control);
       // Only the page's own worker gets init (CPU helper threads run this script too).

@@ -1,29 +1,20 @@
-// The numerics gate for the relaxed-SIMD build (content/docs/numerics-gate.md):
-// before the backend trusts it, the kernels whose results it changes (every
-// matrix product: the linear layers' matmul and attention) run on the same
-// random inputs in both builds, and each relaxed output must match the plain
-// one within facts.gate. relaxed_madd may fuse or not, as the engine likes;
-// either way the outputs must agree, and an engine that got it wrong is
-// caught here rather than in a loss curve.
+// The relaxed-SIMD lever (facts.levers "relaxed-simd"): the CPU backend's
+// kernels built a second time from the same source with fused multiply-adds
+// (WebAssembly relaxed SIMD). Its variant rides inside cpu.wasm (cpu/wasm.ts);
+// the feature is the engine validating that module; its gate runs the kernels
+// whose results it changes (every matrix product: the linear layers' matmul
+// and attention) on the same random inputs in both builds, and each relaxed
+// output must match the plain one within facts.gate. relaxed_madd may fuse or
+// not, as the engine likes; either way the outputs must agree, and an engine
+// that got it wrong is caught here rather than in a loss curve. Its release
+// check, 500 training steps beside the plain build, is curve.ts beside this file.
 
-import facts from "../../tinygpt/facts.json";
-import { Rng } from "../engine/rng";
-import type { Kernels } from "./threads";
-import { relaxedModule } from "./wasm";
+import { Rng } from "../../engine/rng";
+import type { Kernels } from "../../cpu/threads";
+import { relaxedModule } from "../../cpu/wasm";
+import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "../gate";
 
-/** facts.gate's kernel rule: max|out - ref| and the floored mean relative error, against mean|ref|. */
-export function withinGate(out: Float32Array, ref: Float32Array): boolean {
-  if (out.length !== ref.length || ref.length === 0) return false;
-  const meanAbs = ref.reduce((s, v) => s + Math.abs(v), 0) / ref.length;
-  const floor = facts.gate.rel_floor_frac_of_mean_ref * meanAbs;
-  let maxAbs = 0, rel = 0;
-  for (let i = 0; i < ref.length; i++) {
-    const d = Math.abs(out[i] - ref[i]);
-    maxAbs = Math.max(maxAbs, d); // NaN stays NaN and fails below
-    rel += d / Math.max(Math.abs(ref[i]), floor);
-  }
-  return maxAbs < facts.gate.max_abs_frac_of_mean_ref * meanAbs && rel / ref.length < facts.gate.mean_rel;
-}
+export const ID = "relaxed-simd";
 
 // Shapes with every remainder path: rows not a multiple of 4, columns 8k + 4,
 // a head size of 12 (8 + 4 columns), sequences of 9 (a partial block of queries).
@@ -82,27 +73,34 @@ export async function relaxedAgrees(plain: BufferSource, relaxed: BufferSource):
   return ref.every((r, i) => withinGate(out[i], r));
 }
 
-// Verdicts for this session, per cpu.wasm bytes: the check runs once, however
-// many backends (and the page's pill) ask.
-const verdicts = new WeakMap<object, Promise<Uint8Array<ArrayBuffer> | null>>();
+/** A CPU check has no adapter to name: the engine is the browser, which the key records anyway. */
+const ADAPTER = "wasm";
+
+/** The lever's verdict for cpu.wasm `bytes`, and its module when it passed. */
+export interface Gated {
+  verdict: Verdict;
+  module: Uint8Array<ArrayBuffer> | null;
+}
+
+// Per cpu.wasm bytes, so the module is taken out and hashed once however many backends ask.
+const gated = new WeakMap<object, Promise<Gated>>();
 
 /**
- * The relaxed-SIMD build carried in cpu.wasm `bytes`, or null when there is
- * none, this engine does not validate it (no relaxed SIMD), or it fails the gate.
+ * The relaxed-SIMD build carried in cpu.wasm `bytes` if this engine validates
+ * it and it passes the gate (module null otherwise), with the verdict.
  */
-export function gatedRelaxed(bytes: BufferSource): Promise<Uint8Array<ArrayBuffer> | null> {
-  let verdict = verdicts.get(bytes);
-  if (!verdict) {
-    verdict = (async () => {
+export function gatedRelaxed(bytes: BufferSource): Promise<Gated> {
+  let result = gated.get(bytes);
+  if (!result) {
+    result = (async () => {
       const relaxed = relaxedModule(bytes);
-      if (!relaxed || !WebAssembly.validate(relaxed)) return null;
-      try {
-        return (await relaxedAgrees(bytes, relaxed)) ? relaxed : null;
-      } catch {
-        return null;
-      }
+      if (!relaxed) return { verdict: { pass: false, reason: "this cpu.wasm carries no relaxed-SIMD build", cached: false }, module: null };
+      if (!WebAssembly.validate(relaxed)) return { verdict: { pass: false, reason: "this browser has no relaxed SIMD", cached: false }, module: null };
+      const key = { adapter: ADAPTER, browser: browserVersion(), shaders: await shaderHash(bytes) };
+      const verdict = await gate(ID, key, async () => ((await relaxedAgrees(bytes, relaxed)) ? null : "its matrix products or attention differ from the plain build's"));
+      return { verdict, module: verdict.pass ? relaxed : null };
     })();
-    verdicts.set(bytes, verdict);
+    gated.set(bytes, result);
   }
-  return verdict;
+  return result;
 }

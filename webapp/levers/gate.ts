@@ -1,0 +1,124 @@
+// The numerics gate (content/docs/numerics-gate.md), one module for every
+// lever, CPU and GPU: the kernel rule (facts.gate), and the verdicts. A lever's
+// check compares its kernels with the plain ones on this device; its verdict
+// is remembered per adapter, browser version and shader hash, for the session
+// and, where the host gives a store (the worker's OPFS, worker/verdicts.ts),
+// across visits, so the check runs once. A test can force a lever's verdict to
+// fail (the app's ?gate-fail=<id>), which is never remembered.
+
+import facts from "../../tinygpt/facts.json";
+
+/** facts.gate's kernel rule: max|out - ref| and the floored mean relative error, against mean|ref|. */
+export function withinGate(out: Float32Array, ref: Float32Array): boolean {
+  if (out.length !== ref.length || ref.length === 0) return false;
+  const meanAbs = ref.reduce((s, v) => s + Math.abs(v), 0) / ref.length;
+  const floor = facts.gate.rel_floor_frac_of_mean_ref * meanAbs;
+  let maxAbs = 0, rel = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const d = Math.abs(out[i] - ref[i]);
+    maxAbs = Math.max(maxAbs, d); // NaN stays NaN and fails below
+    rel += d / Math.max(Math.abs(ref[i]), floor);
+  }
+  return maxAbs < facts.gate.max_abs_frac_of_mean_ref * meanAbs && rel / ref.length < facts.gate.mean_rel;
+}
+
+/** A lever's verdict on this device: the page shows its pill exactly when `pass`. */
+export interface Verdict {
+  pass: boolean;
+  /** In words, for the "This device" panel. */
+  reason: string;
+  /** Remembered from an earlier visit rather than checked in this session. */
+  cached: boolean;
+}
+
+/** What a verdict depends on: the device that ran the check, the browser, and the kernels compared. */
+export interface VerdictKey {
+  adapter: string;
+  browser: string;
+  shaders: string;
+}
+
+export interface StoredVerdict extends VerdictKey {
+  pass: boolean;
+  reason: string;
+}
+
+/** Verdicts that outlive the session, one per lever id (the latest). */
+export interface VerdictStore {
+  load(): Promise<Record<string, StoredVerdict>>;
+  save(verdicts: Record<string, StoredVerdict>): Promise<void>;
+}
+
+let forced = new Set<string>();
+let store: VerdictStore | null = null;
+const session = new Map<string, Promise<Verdict>>();
+// Writes are read-modify-write of one record: one at a time, so two levers gated at once both land.
+let writes: Promise<void> = Promise.resolve();
+
+/** Once per host, before any gate runs: levers forced to fail (a test switch) and where verdicts persist. */
+export function configureGates(opts: { forceFail?: string[]; store?: VerdictStore | null }): void {
+  forced = new Set(opts.forceFail ?? []);
+  store = opts.store ?? null;
+  session.clear();
+}
+
+/** The browser (or Node) version a verdict was reached in. */
+export function browserVersion(): string {
+  const nav = (globalThis as { navigator?: { userAgent?: string } }).navigator;
+  const node = (globalThis as { process?: { version?: string } }).process?.version;
+  return nav?.userAgent ?? `node ${node ?? "?"}`;
+}
+
+/** Hex SHA-256 of the kernels a check compares, for the verdict key. */
+export async function shaderHash(...parts: (BufferSource | string)[]): Promise<string> {
+  const enc = new TextEncoder();
+  const chunks = parts.map((p) => (typeof p === "string" ? enc.encode(p) : new Uint8Array(p instanceof ArrayBuffer ? p : p.buffer, p instanceof ArrayBuffer ? 0 : p.byteOffset, p.byteLength)));
+  const all = new Uint8Array(chunks.reduce((n, c) => n + c.length + 4, 0));
+  let at = 0;
+  for (const c of chunks) {
+    new DataView(all.buffer).setUint32(at, c.length, true); // lengths keep ("ab", "c") apart from ("a", "bc")
+    all.set(c, at + 4);
+    at += c.length + 4;
+  }
+  const digest = await crypto.subtle.digest("SHA-256", all);
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+const sameKey = (a: VerdictKey, b: VerdictKey) => a.adapter === b.adapter && a.browser === b.browser && a.shaders === b.shaders;
+
+async function reach(lever: string, key: VerdictKey, check: () => Promise<string | null>): Promise<Verdict> {
+  if (forced.has(lever)) return { pass: false, reason: `forced to fail for a test (?gate-fail=${lever})`, cached: false };
+  const kept = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
+  if (kept && sameKey(kept, key)) return { pass: kept.pass, reason: kept.reason, cached: true };
+  let failure: string | null;
+  try {
+    failure = await check();
+  } catch (e) {
+    failure = `its check failed to run (${(e as Error).message})`;
+  }
+  const verdict = { pass: failure === null, reason: failure ?? "matches the plain path within the gate", cached: false };
+  const into = store;
+  if (into) {
+    // A store that cannot be written (storage off, quota) only costs a check on the next visit.
+    writes = writes.then(async () => into.save({ ...(await into.load()), [lever]: { ...key, pass: verdict.pass, reason: verdict.reason } })).catch(() => undefined);
+    await writes;
+  }
+  return verdict;
+}
+
+/**
+ * The verdict of `lever` under `key`: forced, remembered, or reached now by
+ * `check`, which resolves with null when the lever's kernels agree with the
+ * plain ones and with the reason when they do not (a throw fails too).
+ * Asked again in this session with the same key, the same verdict comes back
+ * without running anything.
+ */
+export function gate(lever: string, key: VerdictKey, check: () => Promise<string | null>): Promise<Verdict> {
+  const k = JSON.stringify([lever, key.adapter, key.browser, key.shaders]);
+  let verdict = session.get(k);
+  if (!verdict) {
+    verdict = reach(lever, key, check);
+    session.set(k, verdict);
+  }
+  return verdict;
+}
