@@ -20,8 +20,10 @@ export interface BackendOptions {
   adapter?: GPUAdapter | null;
   /** WebGPU: the GPU object (navigator.gpu in a browser; `create([])` from npm webgpu in Node). */
   gpu?: GPU;
-  /** WebGPU: replacement kernels that passed the numerics gate. */
+  /** WebGPU: replacement kernels, the tables of GPU levers that passed the numerics gate (levers/gpu.ts). */
   kernels?: GpuBackendOptions["kernels"];
+  /** WebGPU: the adapter features those kernels need. */
+  features?: GpuBackendOptions["features"];
 }
 
 export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: BackendOptions) => Promise<Backend>;
@@ -30,7 +32,7 @@ export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: Back
 // which knows where its module and thread script live; hosts that never use it
 // (the Node CLI) do not bundle it.
 const factories = new Map<BackendKind, BackendFactory>([
-  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels })],
+  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features })],
 ]);
 
 export function registerBackend(kind: BackendKind, factory: BackendFactory): void {

@@ -1,9 +1,12 @@
 // Making backends, with one spare kept warm: the backend the time-per-step
 // measurement built is reused when a run starts with the same shape, batch and
 // optimizer, since building one (compiling every GPU pipeline) can take longer
-// than many training steps.
-import { createBackend } from "../engine/index";
+// than many training steps. A WebGPU backend runs the kernels of the GPU
+// levers that passed the numerics gate on this adapter.
+import { type BackendOptions, createBackend } from "../engine/index";
 import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/types";
+import type { Verdict } from "../levers/gate";
+import { gpuLevers } from "../levers/gpu";
 import { requestAdapter } from "./caps";
 import type { BackendChoice } from "./protocol";
 
@@ -14,6 +17,17 @@ async function resolveKind(choice: BackendChoice, best: BackendKind | null): Pro
   const { adapter } = await requestAdapter();
   return { kind: adapter && !adapter.info.isFallbackAdapter ? "webgpu" : "wasm", fallback: true };
 }
+
+/** The GPU levers on this worker's adapter (each gate runs once; levers/gate.ts remembers the verdict). */
+async function gated(): Promise<{ verdicts: Record<string, Verdict>; options: BackendOptions }> {
+  const { adapter } = await requestAdapter();
+  if (!adapter) return { verdicts: {}, options: {} };
+  const { verdicts, kernels, features } = await gpuLevers({ gpu: navigator.gpu }, adapter);
+  return { verdicts, options: { kernels, features } };
+}
+
+/** The verdicts of the GPU levers here, for the page's pills. */
+export const gpuVerdicts = async () => (await gated()).verdicts;
 
 function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
   const { batch_size, beta1, beta2, eps, weight_decay, grad_clip } = train;
@@ -39,7 +53,7 @@ export class Backends {
     if (spare) return spare;
     this.clear(); // free its memory before building another
     try {
-      return await createBackend(kind, model, train);
+      return await createBackend(kind, model, train, kind === "webgpu" ? (await gated()).options : {});
     } catch (e) {
       if (kind !== "webgpu" || !fallback) throw e;
       if (!quiet) this.warn(`WebGPU could not start (${(e as Error).message}); using the CPU instead.`);

@@ -1,9 +1,10 @@
 // The training worker: owns the Session (Trainer, OPFS run, training loop) and
 // answers the page's messages (protocol.ts).
 import { handleCpuThreadMessage } from "../cpu/threads";
-import { detectCaps } from "./caps";
 import { configureGates } from "../levers/gate";
+import { gpuVerdicts } from "./backends";
 import { chooseBest } from "./best";
+import { detectCaps } from "./caps";
 import { cpuVerdicts, registerCpuBackend } from "./cpu";
 import { plainWords } from "./errors";
 import { checkFit } from "./fit";
@@ -47,8 +48,9 @@ async function handle(msg: ToWorker): Promise<void> {
       return post({ type: "pong", id: msg.id });
     case "caps": {
       const caps = await detectCaps();
-      // The CPU's levers are checked wherever the CPU backend can run: "auto" may pick it (best.ts), and it can be chosen.
-      post({ type: "caps", caps: { ...caps, levers: caps.wasmSimd ? await cpuVerdicts() : {} } });
+      // Every backend's levers are checked: "auto" may pick either (best.ts), and either can be chosen.
+      const levers = { ...(caps.webgpu ? await gpuVerdicts() : {}), ...(caps.wasmSimd ? await cpuVerdicts() : {}) };
+      post({ type: "caps", caps: { ...caps, levers } });
       const claims = deviceClaims.count;
       return exclusive(async () => {
         const best = await chooseBest(session.backends, () => deviceClaims.count !== claims);

@@ -9,7 +9,7 @@ import { type GpuContext, DeviceWatch, requestGpu } from "./device";
 import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
 import { type Dispatch, Pipelines, Recorder, encode } from "./recorder";
-import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
+import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable, type Op } from "./kernels";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
@@ -19,8 +19,15 @@ const LOST_GRACE_MS = 2000;
 export interface GpuBackendOptions {
   gpu?: GPU;
   adapter?: GPUAdapter | null;
-  /** Replacement kernels (faster variants that passed the numerics gate). */
+  /** Replacement kernels: the tables of levers that passed the numerics gate (levers/gpu.ts), or one it is checking. */
   kernels?: Partial<KernelTable>;
+  /** Adapter features those kernels need. */
+  features?: GPUFeatureName[];
+  /**
+   * A device to share instead of requesting one (a lever's gate, the tests): backends
+   * on one device compile each kernel once. The caller destroys it; dispose() does not.
+   */
+  context?: GpuContext;
 }
 
 export async function createGpuBackend(model: ModelConfig, train: TrainConfig, opts: GpuBackendOptions = {}): Promise<GpuBackend> {
@@ -29,13 +36,14 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
   if (!(headDim <= MAX_HEAD_DIM)) {
     throw new Error(`model config: the WebGPU backend supports heads up to ${MAX_HEAD_DIM} wide; ${model.n_embd} / ${model.n_head} = ${headDim}. Use more heads.`);
   }
-  const ctx = await requestGpu(opts.gpu, opts.adapter);
+  const ctx = opts.context ?? (await requestGpu(opts.gpu, opts.adapter, opts.features));
+  const owned = !opts.context;
   try {
-    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train);
+    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train, owned);
     await backend.ready;
     return backend;
   } catch (e) {
-    ctx.device.destroy();
+    if (owned) ctx.device.destroy();
     throw e;
   }
 }
@@ -57,6 +65,8 @@ export class GpuBackend implements Backend {
   private logitsPlan: Dispatch[] = [];
   /** Resolves once every pipeline the plans use is compiled and the plans are built. */
   readonly ready: Promise<void>;
+  /** Every op its plans dispatch (a lever's gate checks that it ran the ops it replaces). */
+  readonly ops: ReadonlySet<Op>;
   private readonly adam: Recorder;
   private readonly adamSlots: [number, number];
   private readonly adamSizes: Record<string, number>[];
@@ -66,7 +76,7 @@ export class GpuBackend implements Backend {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig) {
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true) {
     this.gpu = ctx.device;
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
@@ -108,7 +118,8 @@ export class GpuBackend implements Backend {
     const logits = this.recorder(pipelines);
     this.sampleGraph.forward(logits);
 
-    this.ready = pipelines.compile(this.gpu, this.recorders.flatMap((r) => r.ops)).then(() => {
+    this.ops = new Set(this.recorders.flatMap((r) => r.ops));
+    this.ready = pipelines.compile(this.gpu, this.ops).then(() => {
       this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
       this.lossPlan = loss.finish("loss");
       this.logitsPlan = logits.finish("next logits");
@@ -278,6 +289,6 @@ export class GpuBackend implements Backend {
     this.trainGraph.destroy();
     this.sampleGraph.destroy();
     for (const b of [...this.extra, ...this.staging]) b.destroy();
-    this.gpu.destroy();
+    if (this.ownsDevice) this.gpu.destroy();
   }
 }

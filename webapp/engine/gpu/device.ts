@@ -14,9 +14,6 @@ const RAISED_LIMITS = [
   "maxComputeWorkgroupsPerDimension",
 ] as const;
 
-// Optional features the kernel variants of later levers may use; requested when offered.
-const WANTED_FEATURES = ["shader-f16", "subgroups", "timestamp-query"];
-
 /** The GPU is gone (driver reset, tab backgrounded too long, ...): resume from a checkpoint. */
 export class DeviceLostError extends Error {
   constructor(readonly reason: string) {
@@ -31,7 +28,8 @@ export interface GpuContext {
   description: string;
 }
 
-export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | null): Promise<GpuContext> {
+/** A device with the adapter's full limits and `features` (those the kernels of gated levers need). */
+export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | null, features: GPUFeatureName[] = []): Promise<GpuContext> {
   if (!adapter) {
     if (!gpu) throw new Error("WebGPU is not available here (no navigator.gpu)");
     adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
@@ -40,8 +38,7 @@ export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | nu
   const requiredLimits: Record<string, number> = {};
   const offered = adapter.limits as unknown as Record<string, number>;
   for (const name of RAISED_LIMITS) if (typeof offered[name] === "number") requiredLimits[name] = offered[name];
-  const requiredFeatures = WANTED_FEATURES.filter((f) => adapter!.features.has(f)) as GPUFeatureName[];
-  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures });
+  const device = await adapter.requestDevice({ requiredLimits, requiredFeatures: features });
   const info = adapter.info;
   const description = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" · ") || "WebGPU adapter";
   return { device, description };

@@ -33,6 +33,11 @@ export function packParams(op: Op, kernel: Kernel, sizes: Sizes): ArrayBuffer {
   return buf;
 }
 
+// Pipelines by device and kernel (entry point, override constants and source):
+// backends sharing a device (a lever's gate, the tests) compile each kernel
+// once, and a variant table compiles only the kernels it replaces.
+const compiled = new WeakMap<GPUDevice, Map<string, Promise<GPUComputePipeline>>>();
+
 /** Compiled pipelines of the ops a backend uses, built from a kernel table. */
 export class Pipelines {
   private readonly byOp = new Map<Op, GPUComputePipeline>();
@@ -40,6 +45,8 @@ export class Pipelines {
   constructor(readonly kernels: KernelTable) {}
 
   async compile(device: GPUDevice, ops: Iterable<Op>): Promise<void> {
+    let cache = compiled.get(device);
+    if (!cache) compiled.set(device, (cache = new Map()));
     const modules = new Map<string, Promise<GPUShaderModule>>();
     const moduleFor = (op: Op) => {
       const source = this.kernels[op].source;
@@ -58,9 +65,15 @@ export class Pipelines {
     const todo = [...new Set(ops)].filter((op) => !this.byOp.has(op));
     await Promise.all(
       todo.map(async (op) => {
-        const module = await moduleFor(op);
-        const { entry: entryPoint, constants } = this.kernels[op];
-        this.byOp.set(op, await device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint, constants } }));
+        const { source, entry, constants } = this.kernels[op];
+        const key = `${entry}\0${JSON.stringify(constants)}\0${source}`;
+        let pipeline = cache.get(key);
+        if (!pipeline) {
+          pipeline = moduleFor(op).then((module) => device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint: entry, constants } }));
+          cache.set(key, pipeline);
+          pipeline.catch(() => cache.delete(key));
+        }
+        this.byOp.set(op, await pipeline);
       }),
     );
   }
