@@ -1,24 +1,22 @@
 """The WebAssembly CPU backend in Node: compile cpu.wasm exactly as the site
 build does, bundle webapp/cpu/test/*.test.ts and the relaxed-SIMD lever's
 tests (webapp/levers/relaxed-simd/*.test.ts) with esbuild, run `node --test`
-with relaxed SIMD on (Node 20 needs the flag). The Node tests check, for the
-plain and the relaxed-SIMD build, golden parity with
-tests/fixtures/golden_tiny.json, parity with the numpy reference on an
-odd-shaped model written here (every kernel's remainder paths) and two threads
-on shared memory; the gate refusing a relaxed build made wrong on purpose here;
-the getState round trip, micro-batching, the fallback to one thread, and bad input.
-This file also runs the gate's training check on the two builds (bench/bench_cpu_curve.py)."""
+with relaxed SIMD on (Node 20 needs the flag). The Node tests run the backend
+conformance suite (webapp/engine/test/conformance.ts: the golden fixture, a
+resumed run, the shapes tinygpt/conformance.py writes here) on the plain and
+the relaxed-SIMD build and on two threads sharing memory; the gate refusing a
+relaxed build made wrong on purpose here; micro-batching, the fallback to one
+thread, and bad input. This file also runs the gate's training check on the
+two builds (bench/bench_cpu_curve.py)."""
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 
-from tinygpt import model
+from tinygpt import conformance
 from tinygpt.build.bundle import compile_cpu_wasm
 from tinygpt.facts import FACTS
-from tinygpt.golden import reference_run
-from tinygpt.train import TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "node_modules" / ".bin"
@@ -28,15 +26,6 @@ def run(cmd: list, **kw) -> subprocess.CompletedProcess:
     out = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, timeout=300, **kw)
     assert out.returncode == 0, f"{' '.join(map(str, cmd))} exited {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
-
-
-def odd_reference(path: Path):
-    """Three numpy-reference steps on a model whose sizes are no multiple of 8 or 16
-    (rows, columns, sequence length) and whose head size is 20 (16 + 4 columns)."""
-    config = model.GPTConfig(vocab_size=256, n_layer=2, n_embd=20, n_head=1, block_size=7)
-    doc, trainer = reference_run(config, TrainConfig(batch_size=3, lr=3e-2, warmup_steps=0, seed=5), 3, data_seed=7)
-    prompt = [72, 105, 33, 10, 84]
-    path.write_text(json.dumps(doc | {"prompt": prompt, "logits": model.next_logits(config, trainer.params, prompt).tolist()}))
 
 
 RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
@@ -64,12 +53,14 @@ def test_cpu_backend_in_node(tmp_path):
     tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers" / "relaxed-simd").glob("*.test.ts"))
     assert tests, "no webapp/cpu/test/*.test.ts found"
     run([BIN / "esbuild", *tests, ROOT / "webapp/cpu/test/thread_worker.ts", "--bundle", "--platform=node", "--format=esm",
-         f"--outdir={tmp_path}", "--out-extension:.js=.mjs", "--log-level=warning"])
-    odd_reference(tmp_path / "odd.json")
+         "--loader:.wgsl=text", "--external:webgpu", f"--outdir={tmp_path}", "--out-extension:.js=.mjs", "--log-level=warning"])
+    conformance.write(tmp_path / "conformance")
     bundles = sorted(tmp_path.glob("*.test.mjs"))
-    run(["node", *([RELAXED_FLAG] if relaxed else []), "--test", *bundles],
-        env={**os.environ, "TINYGPT_CPU_WASM": str(wasm), "TINYGPT_CPU_ODD": str(tmp_path / "odd.json"),
+    out = run(["node", *([RELAXED_FLAG] if relaxed else []), "--test", *bundles],
+        env={**os.environ, "TINYGPT_CPU_WASM": str(wasm), "TINYGPT_CONFORMANCE": str(tmp_path / "conformance"),
              "TINYGPT_CPU_BROKEN": str(broken_relaxed(tmp_path)), "TINYGPT_CPU_RELAXED": "1" if relaxed else "0"})
+    if relaxed:  # only a Node without relaxed SIMD may skip (the relaxed build's conformance)
+        assert "# skipped 0" in out.stdout, out.stdout
 
 
 def test_relaxed_build_keeps_the_loss_curve(tmp_path):

@@ -1,11 +1,12 @@
-"""The web engine in Node: bundle webapp/engine/test/*.test.ts with esbuild, run
-`node --test` on Dawn with SwiftShader's Vulkan driver. The Node tests check
-golden parity with tests/fixtures/golden_tiny.json on the WebGPU backend,
-parity with the reference at a batch that splits the engine's reductions,
-checkpoint round trips, version 1 files, corrupt-file messages, greedy
-sampling; this file adds the Python side: Node reads the Python writer's file
-and re-saves it, Python reads both back, and Python's reference gets the same
-loss from a file the engine trained and saved."""
+"""The web engine in Node: bundle webapp/engine/test/*.test.ts and
+webapp/levers/*.test.ts with esbuild, run `node --test` on Dawn with
+SwiftShader's Vulkan driver. The Node tests run the backend conformance suite
+(webapp/engine/test/conformance.ts: the golden fixture, a resumed run, the
+shapes tinygpt/conformance.py writes here) on the WebGPU backend, and check the
+lever framework (the GPU gate's mutation proof), checkpoint round trips,
+version 1 files, corrupt-file messages; this file adds the Python side: Node
+reads the Python writer's file and re-saves it, Python reads both back, and
+Python's reference gets the same loss from a file the engine trained and saved."""
 import hashlib
 import json
 import os
@@ -15,9 +16,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinygpt import checkpoint, model
+from tinygpt import checkpoint, conformance, model
 from tinygpt.build import wgsl
-from tinygpt.golden import reference_run
 from tinygpt.train import Trainer, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -41,16 +41,6 @@ def python_checkpoint(path: Path) -> checkpoint.Checkpoint:
     return ckpt
 
 
-def split_reference(path: Path) -> None:
-    """Two reference steps at a batch of 13 x 80 = 1040 positions: enough rows that the engine
-    splits its weight-gradient and LayerNorm reductions, and a context longer than one
-    attention block (the golden fixture's 4 x 16 exercises neither)."""
-    config = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=64, n_head=2, block_size=80)
-    doc, trainer = reference_run(config, TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11), 2, data_seed=12)
-    l2 = {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}
-    path.write_text(json.dumps(doc | {"l2": l2}))
-
-
 @pytest.fixture(scope="module")
 def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
@@ -66,8 +56,8 @@ def node_run(tmp_path_factory):
     (tmp / "node_modules").symlink_to(ROOT / "node_modules")
     paths = {"py": tmp / "python.tinygpt", "resaved": tmp / "node-resaved.tinygpt", "trained": tmp / "node-trained.tinygpt"}
     written = python_checkpoint(paths["py"])
-    split_reference(tmp / "split.json")
-    env = {**os.environ, "TINYGPT_ROOT": str(ROOT), "TINYGPT_SPLIT_REF": str(tmp / "split.json"),
+    conformance.write(tmp / "conformance")
+    env = {**os.environ, "TINYGPT_ROOT": str(ROOT), "TINYGPT_CONFORMANCE": str(tmp / "conformance"),
            "TINYGPT_PY_CHECKPOINT": str(paths["py"]), "TINYGPT_NODE_CHECKPOINT_OUT": str(paths["resaved"]),
            "TINYGPT_NODE_TRAINED_OUT": str(paths["trained"])}
     if Path(SWIFTSHADER).exists():

@@ -66,22 +66,6 @@ TEXT = (b"Shall I compare thee to a summer's day?\nThou art more lovely and more
         b"Sometime too hot the eye of heaven shines,\nAnd often is his gold complexion dimm'd;\n")
 
 
-def reference_run(config: model.GPTConfig, train: TrainConfig, steps: int, data_seed: int) -> tuple[dict, Trainer]:
-    """`steps` reference steps at a constant lr on uniformly random tokens, for a test to replay on an
-    engine: the config, the starting parameters, each step's batch and loss; and the trained Trainer."""
-    init = model.init_params(config, train.seed)
-    trainer = Trainer(config, train, {k: v.copy() for k, v in init.items()})
-    rng = np.random.default_rng(data_seed)
-    record = []
-    for _ in range(steps):
-        x, y = (rng.integers(0, config.vocab_size, (train.batch_size, config.block_size)) for _ in "xy")
-        record.append({"x": x.ravel().tolist(), "y": y.ravel().tolist(), "lr": train.lr,
-                       "loss": trainer.train_step(x, y, train.lr)["loss"]})
-    doc = {"config": config.to_dict(), "train": train.to_dict(), "init_params": model.flatten(init, config).tolist(),
-           "steps": record}
-    return doc, trainer
-
-
 def f32_base64(a: np.ndarray) -> str:
     return base64.b64encode(np.ascontiguousarray(a, dtype="<f4").tobytes()).decode("ascii")
 

@@ -1,0 +1,62 @@
+"""References for the backend conformance suite (webapp/engine/test/conformance.ts)
+beside the golden fixture: short numpy-reference runs on shapes the golden model
+does not reach, written at test time (tests/test_engine_node.py and
+tests/test_cpu_node.py) into one folder, one JSON file each:
+
+- odd.json: sizes that are no multiple of 8 or 16 (rows, columns, a context of 7)
+  and a head size of 20 (16 + 4 columns): every CPU kernel's remainder paths;
+- unaligned.json: n_embd 18 (no multiple of 4), heads of 6: the WebGPU
+  backend's scalar matmuls, which the CPU backend refuses (its SIMD needs
+  multiples of 4);
+- split.json: a batch of 13 x 80 = 1040 positions and a context longer than one
+  attention block: the WebGPU backend splits its weight-gradient and LayerNorm
+  reductions.
+
+Each holds config, train (types.ts names), init_params (flat float32), steps
+[{x, y, lr, loss}] (constant lr, uniformly random tokens), prompt and logits
+(next_logits of the trained model) and l2 (each trained tensor's L2 norm).
+"""
+import json
+from pathlib import Path
+
+import numpy as np
+
+from tinygpt import model
+from tinygpt.train import Trainer, TrainConfig
+
+CASES = {
+    "odd": (model.GPTConfig(vocab_size=256, n_layer=2, n_embd=20, n_head=1, block_size=7),
+            TrainConfig(batch_size=3, lr=3e-2, warmup_steps=0, seed=5), 3, 7),
+    "unaligned": (model.GPTConfig(vocab_size=256, n_layer=1, n_embd=18, n_head=3, block_size=7),
+                  TrainConfig(batch_size=2, lr=3e-2, warmup_steps=0, seed=6), 3, 8),
+    "split": (model.GPTConfig(vocab_size=256, n_layer=1, n_embd=64, n_head=2, block_size=80),
+              TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11), 2, 12),
+}
+PROMPT = [72, 105, 33, 10, 84]
+
+
+def reference_run(config: model.GPTConfig, train: TrainConfig, steps: int, data_seed: int) -> tuple[dict, Trainer]:
+    """`steps` reference steps at a constant lr on uniformly random tokens, for a test to replay on an
+    engine: the config, the starting parameters, each step's batch and loss; and the trained Trainer."""
+    init = model.init_params(config, train.seed)
+    trainer = Trainer(config, train, {k: v.copy() for k, v in init.items()})
+    rng = np.random.default_rng(data_seed)
+    record = []
+    for _ in range(steps):
+        x, y = (rng.integers(0, config.vocab_size, (train.batch_size, config.block_size)) for _ in "xy")
+        record.append({"x": x.ravel().tolist(), "y": y.ravel().tolist(), "lr": train.lr,
+                       "loss": trainer.train_step(x, y, train.lr)["loss"]})
+    doc = {"config": config.to_dict(), "train": train.to_dict(), "init_params": model.flatten(init, config).tolist(),
+           "steps": record}
+    return doc, trainer
+
+
+def write(folder: Path) -> None:
+    """Every case as folder/<name>.json."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, (config, train, steps, data_seed) in CASES.items():
+        doc, trainer = reference_run(config, train, steps, data_seed)
+        doc["prompt"] = PROMPT
+        doc["logits"] = model.next_logits(config, trainer.params, PROMPT).tolist()
+        doc["l2"] = {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}
+        (folder / f"{name}.json").write_text(json.dumps(doc))

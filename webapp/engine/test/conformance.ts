@@ -1,0 +1,208 @@
+// The backend conformance suite: what every Backend, and every lever's kernel
+// table, must reproduce of the numpy reference, with one tolerance policy
+// (facts.conformance). A test file calls conformance() once per subject:
+// webapp/engine/test/gpu.test.ts for WebGPU and each GPU lever's table,
+// webapp/cpu/test/backend.test.ts for WebAssembly in both SIMD builds and on
+// two threads. The cases:
+// - golden replay (tests/fixtures/golden_tiny.json, `python -m tinygpt.golden`):
+//   the initial logits, 20 pipelined steps, the final weights, Adam moments and
+//   loss, and a greedy sample;
+// - resume: ten steps, a .tinygpt file, a fresh backend from it through the
+//   Trainer; the next ten steps and the validation loss repeat exactly;
+// - other shapes (tinygpt/conformance.py, written by the Python harness into
+//   TINYGPT_CONFORMANCE): odd sizes, sizes no multiple of 4 and a batch long
+//   enough to split reductions; a backend may refuse a shape at creation, with
+//   the message it declares (Subject.refuses), and otherwise must match.
+
+import assert from "node:assert/strict";
+import { join } from "node:path";
+import { test } from "node:test";
+import facts from "../../../tinygpt/facts.json";
+import { readCheckpoint, writeCheckpoint } from "../checkpoint";
+import { tensorLayout } from "../model";
+import { loadTrainer } from "../index";
+import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
+import type { Backend, ModelConfig, TrainConfig } from "../types";
+import { f32, fixture, l2, readJson, rel } from "./fixtures";
+
+const POLICY = facts.conformance;
+
+export interface Subject {
+  /** Names the subject in every test title. */
+  name: string;
+  /** A fresh backend for the model (subjects may share one device underneath). */
+  make(model: ModelConfig, train: TrainConfig): Promise<Backend>;
+  /** The message with which this backend refuses the shapes it does not support, if any. */
+  refuses?: RegExp;
+  /** Skip the whole subject, saying why (no adapter here, no relaxed SIMD in this engine). */
+  skip?: string | false;
+  /** Gets the golden run's trained file and its final loss (tests/test_engine_node.py reads them back in Python). */
+  trained?(file: Uint8Array, finalLoss: number): void;
+}
+
+interface Golden {
+  config: ModelConfig;
+  train: TrainConfig;
+  init_params: string;
+  steps: { lr: number; x: number[]; y: number[]; loss_f32: number }[];
+  logits_step0: string;
+  final: { params: Record<string, { l2: number }>; noise_tensors: string[]; m_l2: number; v_l2: number; loss_f32: number };
+  sample: { prompt: number[]; max_new_tokens: number; tokens: number[]; min_margin: number };
+}
+
+export interface Reference {
+  config: ModelConfig;
+  train: TrainConfig;
+  init_params: number[];
+  steps: { x: number[]; y: number[]; lr: number; loss: number }[];
+  prompt: number[];
+  logits: number[];
+  l2: Record<string, number>;
+}
+
+export const REFERENCES = ["odd", "unaligned", "split"];
+
+const goldenPath = fixture("golden_tiny.json");
+const golden = (): Golden => readJson<Golden>(goldenPath ?? assert.fail("tests/fixtures/golden_tiny.json is missing (python -m tinygpt.golden)"));
+
+export function reference(name: string): Reference {
+  const dir = process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE must name the folder tinygpt/conformance.py wrote (the Python harness sets it)");
+  return readJson<Reference>(join(dir, `${name}.json`));
+}
+
+/** Step i's loss against the reference: the first step is held closer (no update has compounded yet). */
+function checkLosses(got: number[], want: number[], what: string): void {
+  got.forEach((loss, i) => {
+    const tol = i === 0 ? POLICY.first_loss_rel : POLICY.loss_rel;
+    assert.ok(rel(loss, want[i]) < tol, `${what} step ${i}: loss ${loss} vs reference ${want[i]} (tolerance ${tol})`);
+  });
+}
+
+function checkLogits(got: Float32Array, want: ArrayLike<number>, what: string): void {
+  assert.equal(got.length, want.length, `${what}: logits length`);
+  let scale = 0;
+  for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]));
+  let worst = 0;
+  for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
+  assert.ok(worst < POLICY.logits_of_max * scale, `${what}: logits differ by up to ${worst} (largest |logit| ${scale})`);
+}
+
+const isNoise = (name: string) => name.endsWith("attn.k_proj.bias");
+
+/** Each tensor's L2 norm; noise tensors element by element, near their start (facts.conformance says why). */
+function checkWeights(model: ModelConfig, params: Float32Array, init: Float32Array, l2s: Record<string, number>, lrs: number[], what: string): void {
+  const drift = POLICY.noise_steps_of_lr * lrs.reduce((a, b) => a + b, 0);
+  for (const t of tensorLayout(model)) {
+    const got = params.subarray(t.offset, t.offset + t.size);
+    if (isNoise(t.name)) {
+      got.forEach((v, i) => assert.ok(Math.abs(v - init[t.offset + i]) <= drift, `${what} ${t.name}[${i}] moved ${v - init[t.offset + i]}, more than ${drift}`));
+    } else {
+      assert.ok(rel(l2(got), l2s[t.name]) < POLICY.l2_rel, `${what} ${t.name}: L2 ${l2(got)} vs reference ${l2s[t.name]}`);
+    }
+  }
+}
+
+const ids = (a: number[]) => Int32Array.from(a);
+
+/** Trains `b` through a reference's steps and checks each loss, the trained weights and the next logits. */
+export async function replayReference(b: Backend, r: Reference, what: string): Promise<void> {
+  const init = Float32Array.from(r.init_params);
+  await b.setState({ params: init, step: 0 });
+  const losses = [];
+  for (const st of r.steps) losses.push(await b.trainStep(ids(st.x), ids(st.y), st.lr));
+  checkLosses(losses, r.steps.map((st) => st.loss), what);
+  checkWeights(r.config, (await b.getState()).params, init, r.l2, r.steps.map((st) => st.lr), what);
+  checkLogits(await b.nextLogits(ids(r.prompt)), r.logits, `${what} next`);
+}
+
+export function conformance(s: Subject): void {
+  const skip = s.skip ?? false;
+
+  test(`${s.name}: golden replay of the reference's 20 steps`, { skip }, async () => {
+    const g = golden();
+    const b = await s.make(g.config, g.train);
+    try {
+      const init = f32(g.init_params);
+      await b.setState({ params: init, step: 0 });
+      checkLogits(await b.nextLogits(ids(g.steps[0].x.slice(0, g.config.block_size))), f32(g.logits_step0), "initial");
+      // Every step issued before any loss is read: the pipelined path the app runs.
+      const losses = await Promise.all(g.steps.map((st) => b.trainStep(ids(st.x), ids(st.y), st.lr)));
+      checkLosses(losses, g.steps.map((st) => st.loss_f32), "golden");
+      const finalLoss = await b.loss(ids(g.steps[0].x), ids(g.steps[0].y));
+      assert.ok(rel(finalLoss, g.final.loss_f32) < POLICY.loss_rel, `loss after 20 steps ${finalLoss} vs ${g.final.loss_f32}`);
+      const state = await b.getState();
+      assert.equal(state.step, g.steps.length);
+      assert.deepEqual(tensorLayout(g.config).filter((t) => isNoise(t.name)).map((t) => t.name), g.final.noise_tensors);
+      const l2s = Object.fromEntries(Object.entries(g.final.params).map(([k, v]) => [k, v.l2]));
+      checkWeights(g.config, state.params, init, l2s, g.steps.map((st) => st.lr), "golden");
+      assert.ok(rel(l2(state.m!), g.final.m_l2) < POLICY.l2_rel, `Adam m L2 ${l2(state.m!)} vs ${g.final.m_l2}`);
+      assert.ok(rel(l2(state.v!), g.final.v_l2) < POLICY.l2_rel, `Adam v L2 ${l2(state.v!)} vs ${g.final.v_l2}`);
+      // Greedy decoding is deterministic; the reference's choices are far from ties (min_margin).
+      const trainer = new GPTTrainer(b, g.config, g.train, { step: g.steps.length });
+      const opts = { temperature: 0, topK: 0, maxTokens: g.sample.max_new_tokens };
+      const streamed: number[] = [];
+      const sample = await trainer.sample(Uint8Array.from(g.sample.prompt), opts, (t) => streamed.push(t));
+      assert.deepEqual([...sample], streamed);
+      if (g.sample.min_margin > 1e-3) assert.deepEqual([...sample], g.sample.tokens);
+      s.trained?.(await trainer.save(true), finalLoss);
+    } finally {
+      b.dispose();
+    }
+  });
+
+  test(`${s.name}: a run resumed from its file repeats the uninterrupted run exactly`, { skip }, async () => {
+    const g = golden();
+    const corpus = new TextEncoder().encode("Shall I compare thee to a summer's day? Thou art more lovely and more temperate. ".repeat(8));
+    const a = await startTrainer(await s.make(g.config, g.train), g.config, g.train);
+    let b: GPTTrainer | null = null;
+    try {
+      await a.setCorpus("sonnet", corpus);
+      for (let i = 0; i < 10; i++) await a.trainStep();
+      await a.evaluate(2);
+      const file = await a.save(true);
+      const onward = await Promise.all(Array.from({ length: 10 }, () => a.trainStep()));
+      const val = await a.evaluate(2);
+
+      const resumed = (b = await loadTrainer(file, (m, t) => s.make(m, t)));
+      assert.equal(resumed.step, 10);
+      await resumed.setCorpus("sonnet", corpus);
+      assert.deepEqual(await Promise.all(Array.from({ length: 10 }, () => resumed.trainStep())), onward);
+      assert.equal(await resumed.evaluate(2), val, "validation of the same weights on the same windows");
+      assert.deepEqual(resumed.history, a.history);
+      const again = readCheckpoint(await resumed.save(false));
+      assert.equal(again.step, 20);
+      assert.equal(again.m, undefined);
+      assert.deepEqual(again.history, a.history);
+      assert.deepEqual(again.dataset, a.dataset);
+      // And through getState/setState alone (a checkpoint's tensors are exactly these).
+      const state = await resumed.backend.getState();
+      const ck = readCheckpoint(writeCheckpoint({ ...(await a.checkpoint(true)) }, { producer: "test" }));
+      assert.deepEqual(ck.params, state.params);
+      await resumeTrainer(resumed.backend, ck, g.train);
+      const [x, y] = [ids(g.steps[0].x), ids(g.steps[0].y)];
+      assert.equal(await resumed.backend.trainStep(x, y, g.train.lr), await a.backend.trainStep(x, y, g.train.lr));
+    } finally {
+      a.dispose();
+      b?.dispose();
+    }
+  });
+
+  for (const name of REFERENCES) {
+    test(`${s.name}: the reference's steps on the ${name} shape`, { skip }, async () => {
+      const r = reference(name);
+      let b: Backend;
+      try {
+        b = await s.make(r.config, r.train);
+      } catch (e) {
+        // Refusing a shape is allowed, at creation and with the message the subject declares.
+        if (s.refuses && s.refuses.test((e as Error).message)) return;
+        throw e;
+      }
+      try {
+        await replayReference(b, r, name);
+      } finally {
+        b.dispose();
+      }
+    });
+  }
+}
