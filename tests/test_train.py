@@ -85,6 +85,18 @@ def test_trainer_step_lowers_the_loss_and_evaluate_is_repeatable():
     assert a == train.evaluate(config, trainer.params, tokens, 2, 4)
 
 
+def test_evaluate_uses_evenly_spaced_windows_whatever_the_seed():
+    assert train.val_starts(100, 8, 4) == [0, 23, 46, 69]
+    config = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=16, n_head=2, block_size=8)
+    params = model.init_params(config, 3)
+    tokens = np.frombuffer(bytes(range(97, 123)) * 4, np.uint8)
+    starts = train.val_starts(len(tokens), 8, 6)
+    x = np.stack([tokens[s:s + 8] for s in starts]).astype(np.int64)
+    y = np.stack([tokens[s + 1:s + 9] for s in starts]).astype(np.int64)
+    by_batch = [model.forward(config, params, x[i:i + 3], y[i:i + 3])[1] for i in (0, 3)]
+    assert train.evaluate(config, params, tokens, 2, 3) == pytest.approx(np.mean(by_batch), rel=1e-12)
+
+
 def test_cli_trains_and_writes_a_checkpoint(tmp_path, capsys):
     corpus = tmp_path / "tiny.txt"
     corpus.write_bytes(b"To be, or not to be, that is the question.\n" * 30)

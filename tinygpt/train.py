@@ -116,11 +116,23 @@ def get_batch(tokens: np.ndarray, batch_size: int, block_size: int, rng: np.rand
     return x, y
 
 
-def evaluate(config: model.GPTConfig, params: dict, tokens: np.ndarray, batches: int, batch_size: int, seed: int = 1234) -> float:
-    """Mean loss over `batches` fixed (seeded) batches of `tokens`."""
-    rng = np.random.default_rng(seed)
+def val_starts(n_tokens: int, block_size: int, count: int) -> list[int]:
+    """Where the `count` validation windows start: evenly spaced, window j at floor(j (n - T) / count),
+    the same whatever the seed and in every engine (webapp/engine/data.ts valStarts)."""
+    return [j * (n_tokens - block_size) // count for j in range(count)]
+
+
+def evaluate(config: model.GPTConfig, params: dict, tokens: np.ndarray, batches: int, batch_size: int) -> float:
+    """Mean loss over `batches` batches of the fixed validation windows of `tokens`, as the engines'
+    Trainer.evaluate: two validations of the same weights agree, here and in the app."""
     block = min(config.block_size, len(tokens) - 1)
-    losses = [model.forward(config, params, *get_batch(tokens, batch_size, block, rng))[1] for _ in range(batches)]
+    starts = val_starts(len(tokens), block, batches * batch_size)
+    losses = []
+    for b in range(batches):
+        rows = starts[b * batch_size:(b + 1) * batch_size]
+        x = np.stack([tokens[s:s + block] for s in rows]).astype(np.int64)
+        y = np.stack([tokens[s + 1:s + 1 + block] for s in rows]).astype(np.int64)
+        losses.append(model.forward(config, params, x, y)[1])
     return float(np.mean(losses))
 
 
@@ -161,7 +173,7 @@ def main(argv=None):
         out = trainer.train_step(*get_batch(train_tokens, tc.batch_size, config.block_size, rng))
         point = {"step": trainer.step, "train": out["loss"]}
         if trainer.step % args.eval_every == 0 or step == args.steps - 1:
-            point["val"] = evaluate(config, trainer.params, val_tokens, 4, tc.batch_size)
+            point["val"] = evaluate(config, trainer.params, val_tokens, FACTS["app"]["eval_batches"], tc.batch_size)
             print(f"step {trainer.step:5d}  train {out['loss']:.4f}  val {point['val']:.4f}  {time.time() - t0:.1f}s")
         trainer.history.append(point)
     if args.out:

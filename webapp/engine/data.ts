@@ -1,6 +1,9 @@
 // The corpus split and batches. The last val_fraction of the bytes is
 // validation; training batches at step s come from a PRNG seeded by (seed, s),
 // so a resumed run draws exactly the batches the original would have.
+// Validation uses fixed windows, evenly spaced over the validation bytes and
+// the same whatever the seed, in every engine and in the reference
+// (tinygpt/train.py evaluate): two validations of the same weights agree.
 
 import { FACTS } from "./model";
 import { Rng, deriveSeed } from "./rng";
@@ -24,27 +27,35 @@ export function splitCorpus(bytes: Uint8Array, blockSize: number): Split {
   return { train, val };
 }
 
-/** B windows of T+1 bytes at random starts: inputs x and next-byte targets y. */
-export function batch(data: Uint8Array, batchSize: number, blockSize: number, rng: Rng): { x: Int32Array; y: Int32Array } {
-  const x = new Int32Array(batchSize * blockSize);
-  const y = new Int32Array(batchSize * blockSize);
-  const starts = data.length - blockSize;
-  for (let b = 0; b < batchSize; b++) {
-    const s = rng.int(starts);
+/** The windows of T+1 bytes at `starts`: inputs x and next-byte targets y. */
+function windows(data: Uint8Array, starts: number[], blockSize: number): { x: Int32Array; y: Int32Array } {
+  const x = new Int32Array(starts.length * blockSize);
+  const y = new Int32Array(starts.length * blockSize);
+  starts.forEach((s, b) => {
     for (let t = 0; t < blockSize; t++) {
       x[b * blockSize + t] = data[s + t];
       y[b * blockSize + t] = data[s + t + 1];
     }
-  }
+  });
   return { x, y };
+}
+
+/** B windows of T+1 bytes at random starts. */
+export function batch(data: Uint8Array, batchSize: number, blockSize: number, rng: Rng): { x: Int32Array; y: Int32Array } {
+  return windows(data, Array.from({ length: batchSize }, () => rng.int(data.length - blockSize)), blockSize);
 }
 
 export const trainBatch = (split: Split, batchSize: number, blockSize: number, seed: number, step: number) =>
   batch(split.train, batchSize, blockSize, new Rng(deriveSeed(seed, step)));
 
-// Validation batches use a stream no training step reaches (step indices are < 2^31).
-export const valBatch = (split: Split, batchSize: number, blockSize: number, seed: number, index: number) =>
-  batch(split.val, batchSize, blockSize, new Rng(deriveSeed(seed, 0x80000000 + index)));
+/** Where the `count` validation windows start: window j at floor(j (n - T) / count), n the validation bytes. */
+export function valStarts(n: number, blockSize: number, count: number): number[] {
+  return Array.from({ length: count }, (_, j) => Math.floor((j * (n - blockSize)) / count));
+}
+
+/** Batch `index` of `batches` over the validation windows (batches x batchSize of them). */
+export const valBatch = (split: Split, batchSize: number, blockSize: number, index: number, batches: number) =>
+  windows(split.val, valStarts(split.val.length, blockSize, batches * batchSize).slice(index * batchSize, (index + 1) * batchSize), blockSize);
 
 export async function sha256Hex(bytes: Uint8Array): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);

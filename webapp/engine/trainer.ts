@@ -83,7 +83,7 @@ export class GPTTrainer implements Trainer {
     const split = this.corpus();
     let sum = 0;
     for (let i = 0; i < batches; i++) {
-      const { x, y } = valBatch(split, this.config.batch_size, this.model.block_size, this.config.seed, i);
+      const { x, y } = valBatch(split, this.config.batch_size, this.model.block_size, i, batches);
       sum += await this.backend.loss(x, y);
     }
     const val = sum / Math.max(1, batches);

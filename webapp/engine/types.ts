@@ -91,7 +91,7 @@ export interface Trainer {
   setCorpus(name: string, bytes: Uint8Array): Promise<void>;
   /** One training step; resolves with its loss (NaN/Infinity are reported, not thrown). A step the backend abandons (Interrupted) is not counted. */
   trainStep(): Promise<number>;
-  /** Mean validation loss over `batches` fixed batches. */
+  /** Mean validation loss over `batches` batches of the fixed validation windows (data.ts valStarts). */
   evaluate(batches: number): Promise<number>;
   /** `shouldStop` is awaited before each token, so a host can yield to its own events there. */
   sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array>;

@@ -2,7 +2,7 @@
 // the reference's recorded learning rates) and token picking.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { splitCorpus, trainBatch, valBatch } from "../data";
+import { splitCorpus, trainBatch, valBatch, valStarts } from "../data";
 import { learningRate, paramCount } from "../model";
 import { pickToken } from "../sample";
 import { Rng } from "../rng";
@@ -22,9 +22,19 @@ test("the last tenth of the corpus is validation; batches are next-byte pairs, f
   assert.deepEqual(a, trainBatch(split, 4, 8, 1, 5));
   assert.notDeepEqual(a.x, trainBatch(split, 4, 8, 1, 6).x);
   for (let b = 0; b < 4; b++) for (let t = 0; t < 7; t++) assert.equal(a.y[b * 8 + t], a.x[b * 8 + t + 1]);
-  const v = valBatch(split, 4, 8, 1, 0);
-  const inVal = (tok: number) => split.val.includes(tok);
-  assert.ok([...v.x].every(inVal));
+});
+
+test("validation windows are evenly spaced over the validation bytes, whatever the seed", () => {
+  const split = splitCorpus(text, 8);
+  const n = split.val.length;
+  assert.deepEqual(valStarts(n, 8, 4), [0, 1, 2, 3].map((j) => Math.floor((j * (n - 8)) / 4)));
+  const starts = valStarts(n, 8, 6);
+  assert.ok(starts.every((s, j) => s >= 0 && s + 8 < n && (j === 0 || s > starts[j - 1])));
+  const second = valBatch(split, 2, 8, 1, 3); // windows 2 and 3 of 6
+  for (const [b, s] of [starts[2], starts[3]].entries()) {
+    assert.deepEqual([...second.x.subarray(b * 8, b * 8 + 8)], [...split.val.subarray(s, s + 8)]);
+    assert.deepEqual([...second.y.subarray(b * 8, b * 8 + 8)], [...split.val.subarray(s + 1, s + 9)]);
+  }
 });
 
 test("corpora that are empty, too small or too large are refused with a reason", () => {
