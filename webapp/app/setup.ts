@@ -1,7 +1,7 @@
 // The model and run settings: presets from the shared facts with their size,
 // memory and measured time per step, a custom shape, and the run options,
 // with the seed, learning rate, warm-up and batch under Advanced for every size.
-import { checkModelConfig, defaultTrainConfig, memoryEstimate, paramCount, presets } from "../engine/model";
+import { checkModelConfig, defaultTrainConfig, estimatedTrainingBytes, paramCount, presets } from "../engine/model";
 import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
 import type { BackendChoice, Intervals, RunSettings } from "../worker/protocol";
@@ -42,7 +42,7 @@ export class Setup {
     }
     for (const p of presets()) {
       $(`[data-preset-params="${p.id}"]`).textContent = `${count(paramCount(p.model))} parameters`;
-      $(`[data-preset-memory="${p.id}"]`).textContent = `≈ ${bytes(memoryEstimate(p.model, p.train.batch_size))} while training`;
+      $(`[data-preset-memory="${p.id}"]`).textContent = `≈ ${bytes(estimatedTrainingBytes(p.model, p.train.batch_size))} while training`;
     }
     this.describeCustom();
   }
@@ -163,7 +163,7 @@ export class Setup {
     try {
       const model = this.customModel();
       $('[data-preset-params="custom"]').textContent = `${count(paramCount(model))} parameters`;
-      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(memoryEstimate(model, intField("batch", "Batch", 1, 256)))} while training`;
+      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(estimatedTrainingBytes(model, intField("batch", "Batch", 1, 256)))} while training`;
       error.textContent = "";
     } catch (e) {
       $('[data-preset-params="custom"]').textContent = "";

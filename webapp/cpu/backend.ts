@@ -406,6 +406,10 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, ${relaxed ? "relaxed SIMD" : "SIMD"}`,
     threads: pool.threads,
     relaxed,
+    /** Everything lives in the one WebAssembly memory, which helper threads share. */
+    get residentBytes() {
+      return memory.buffer.byteLength;
+    },
 
     async setState(s: ParamState) {
       for (const [name, arr] of [["params", s.params], ["m", s.m], ["v", s.v]] as const) {

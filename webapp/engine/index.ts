@@ -13,7 +13,7 @@ export { CheckpointError, planBlob, readCheckpoint, writeCheckpoint, type Checkp
 export { DeviceLostError } from "./gpu/device";
 export { Interrupted } from "./interrupt";
 export { GpuBackend } from "./gpu/backend";
-export { memoryEstimate, paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";
+export { estimatedTrainingBytes, paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";
 
 export interface BackendOptions {
   /** WebGPU: an adapter already requested (the worker's), else one is requested from `gpu`. */

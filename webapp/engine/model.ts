@@ -73,13 +73,16 @@ export function paramCount(m: ModelConfig): number {
 }
 
 /**
- * Bytes the GPU backend keeps resident: parameters, gradients and two Adam
+ * An estimate, before any backend exists (the preset list), of the bytes the
+ * WebGPU backend holds while training: parameters, gradients and two Adam
  * moments; per layer the activations backward needs (residual in and mid,
  * two LayerNorm outputs, q, k, v, attention output: 8 x BTC; MLP hidden before
  * and after GELU: 2 x 4 BTC; LayerNorm statistics; the attention's
- * log-sum-exp); the head's logits and its gradient; backward scratch.
+ * log-sum-exp); the head's logits and its gradient; backward scratch. It
+ * leaves out the split reductions' partials and the readback buffers, so it
+ * comes out about 12% under: a live backend counts its own, Backend.residentBytes.
  */
-export function memoryEstimate(m: ModelConfig, batchSize: number): number {
+export function estimatedTrainingBytes(m: ModelConfig, batchSize: number): number {
   const BT = batchSize * m.block_size;
   const C = m.n_embd;
   const BHT = batchSize * m.n_head * m.block_size;

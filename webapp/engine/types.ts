@@ -45,6 +45,8 @@ export interface Backend {
   readonly kind: BackendKind;
   /** Human-readable device, e.g. the adapter description or "4 threads, SIMD". */
   readonly device: string;
+  /** Bytes this backend holds on its device now, summed where it allocates them (GPU buffers, WebAssembly memory). */
+  readonly residentBytes: number;
   setState(state: ParamState): Promise<void>;
   getState(): Promise<ParamState>;
   /**

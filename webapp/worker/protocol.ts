@@ -114,6 +114,8 @@ export interface Status {
   state: WorkerState;
   backend: string | null; // "webgpu" | "wasm" when a model is loaded
   device: string | null;
+  /** What the loaded model's backend holds on its device (Backend.residentBytes), when one is loaded. */
+  residentBytes: number | null;
   model: ModelConfig | null;
   dataset: string | null;
   step: number;

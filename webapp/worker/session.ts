@@ -70,6 +70,7 @@ export class Session {
       state: this.state,
       backend: t?.backend.kind ?? null,
       device: t?.backend.device ?? null,
+      residentBytes: t?.backend.residentBytes ?? null,
       model: t?.model ?? null,
       dataset: t?.dataset?.name ?? null,
       step: t?.step ?? 0,

@@ -73,6 +73,7 @@ export class GpuBackend implements Backend {
   private readonly extra: GPUBuffer[] = [];
   private readonly staging: GPUBuffer[] = [];
   private adamStep = 0;
+  private stagingBytes = 0;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
@@ -138,6 +139,19 @@ export class GpuBackend implements Backend {
     return b;
   }
 
+  /** A mappable buffer for reading `size` bytes back; kept in the pool after use. */
+  private readback(size: number): GPUBuffer {
+    const b = this.gpu.createBuffer({ label: "readback", size: Math.max(size, 16), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    this.stagingBytes += b.size;
+    return b;
+  }
+
+  /** Parameters, gradients, moments, both graphs' activations and scratch, params uniforms and readback buffers. */
+  get residentBytes(): number {
+    return this.extra.reduce((n, b) => n + b.size, 0) + this.trainGraph.bytes + this.sampleGraph.bytes
+      + this.recorders.reduce((n, r) => n + r.bytes, 0) + this.stagingBytes;
+  }
+
   /** Runs GPU work strictly in call order; `fn` resolves once its commands are submitted. */
   private serial<T>(fn: () => Promise<T>): Promise<T> {
     const run = this.queue.then(fn);
@@ -163,7 +177,7 @@ export class GpuBackend implements Backend {
     this.staging.forEach((b, i) => {
       if (b.size >= size && (pooled < 0 || b.size < this.staging[pooled].size)) pooled = i;
     });
-    const staging = pooled >= 0 ? this.staging.splice(pooled, 1)[0] : this.gpu.createBuffer({ label: "readback", size: Math.max(size, 16), usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    const staging = pooled >= 0 ? this.staging.splice(pooled, 1)[0] : this.readback(size);
     enc.copyBufferToBuffer(src, offset, staging, 0, size);
     this.gpu.queue.submit([enc.finish()]);
     return this.track(

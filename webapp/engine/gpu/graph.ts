@@ -159,6 +159,11 @@ export class Graph {
     return { buffer: this.grad!.partials, offset, size: floats * F32 };
   }
 
+  /** Bytes of every buffer this graph allocated. */
+  get bytes(): number {
+    return this.owned.reduce((n, b) => n + b.size, 0);
+  }
+
   private alloc(label: string, elements: number, elementBytes: number): GPUBuffer {
     const bytes = elements * elementBytes;
     const limit = this.device.limits.maxStorageBufferBindingSize;

@@ -121,6 +121,11 @@ export class Recorder {
     });
   }
 
+  /** Bytes of its params buffer (none before finish). */
+  get bytes(): number {
+    return this.uniforms?.size ?? 0;
+  }
+
   rewrite(slot: number, op: Op, sizes: Sizes): void {
     this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, this.pipelines.kernels[op], sizes));
   }

@@ -132,6 +132,8 @@ export function conformance(s: Subject): void {
       assert.ok(rel(finalLoss, g.final.loss_f32) < POLICY.loss_rel, `loss after 20 steps ${finalLoss} vs ${g.final.loss_f32}`);
       const state = await b.getState();
       assert.equal(state.step, g.steps.length);
+      // Its own count of what it holds covers at least parameters, gradients and both moments.
+      assert.ok(b.residentBytes >= 16 * state.params.length, `residentBytes ${b.residentBytes} for ${state.params.length} parameters`);
       assert.deepEqual(tensorLayout(g.config).filter((t) => isNoise(t.name)).map((t) => t.name), g.final.noise_tensors);
       const l2s = Object.fromEntries(Object.entries(g.final.params).map(([k, v]) => [k, v.l2]));
       checkWeights(g.config, state.params, init, l2s, g.steps.map((st) => st.lr), "golden");

@@ -14,6 +14,7 @@ import { createGpuBackend } from "../gpu/backend";
 import { requestGpu } from "../gpu/device";
 import { F32_KERNELS, type KernelTable } from "../gpu/kernels";
 import { DeviceLostError } from "../index";
+import { estimatedTrainingBytes, paramCount, preset } from "../model";
 import type { ModelConfig, TrainConfig } from "../types";
 import { GPU_LEVERS } from "../../levers/gpu";
 
@@ -70,6 +71,21 @@ const golden = () => readJson<{ config: ModelConfig; train: TrainConfig; init_pa
 test("heads wider than the attention kernels hold are refused before any GPU work", async () => {
   const model: ModelConfig = { vocab_size: 256, n_layer: 1, n_embd: 256, n_head: 1, block_size: 8 };
   await assert.rejects(createGpuBackend(model, golden().train, { gpu }), /heads up to 128 wide; 256 \/ 1 = 256/);
+});
+
+test("the preset list's memory estimate stays within 20% under what a training backend holds", { skip: noGpu ?? false }, async () => {
+  const { model, train } = preset("tiny");
+  const b = await createGpuBackend(model, train, { context: context! });
+  try {
+    const n = train.batch_size * model.block_size;
+    await b.setState({ params: new Float32Array(paramCount(model)), step: 0 });
+    await b.trainStep(new Int32Array(n), new Int32Array(n), train.lr);
+    await b.getState(); // the readback buffers a save needs
+    const ratio = estimatedTrainingBytes(model, train.batch_size) / b.residentBytes;
+    assert.ok(ratio > 0.8 && ratio <= 1, `estimate / resident = ${ratio}`);
+  } finally {
+    b.dispose();
+  }
 });
 
 // Last: it destroys the shared device.
