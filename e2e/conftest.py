@@ -36,7 +36,8 @@ import pytest
 from tinygpt.build import serve
 
 ROOT = Path(__file__).resolve().parent.parent
-# The flags ENVIRONMENT.md lists for running Chromium headless as root in CI.
+# Chromium headless as root in a container or CI: no sandbox (it needs a user namespace), and
+# nothing that phones home (QUIC, first-run pages, background networking, component updates, sync).
 CHROMIUM_FLAGS = [
     "--no-sandbox",
     "--disable-quic",

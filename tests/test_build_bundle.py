@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import bundle
+from tinygpt.build import bundle, static
 from tinygpt.build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
@@ -16,9 +16,14 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def root(tmp_path):
+def root(tmp_path, monkeypatch):
     if not (REPO / "node_modules" / ".bin" / "esbuild").exists():
         pytest.skip("node_modules is not installed (npm ci)")
+    # cpu.wasm has tests of its own (below, and tests/test_cpu_node.py): here it is a stand-in.
+    def stand_in(root, cache, assets_dir):
+        (assets_dir / "cpu-0.wasm").write_bytes(b"\0asm")
+        return "/assets/cpu-0.wasm", True
+    monkeypatch.setattr(bundle, "_wasm", stand_in)
     (tmp_path / "node_modules").symlink_to(REPO / "node_modules")
     (tmp_path / "package-lock.json").write_text("{}")
     os.utime(tmp_path / "package-lock.json", (0, 0))  # older than node_modules: no npm ci
@@ -41,9 +46,9 @@ def root(tmp_path):
 def test_entry_points_are_hashed_esm_with_composed_wgsl_and_json_data(root):
     ctx = Context(root=root, out=root / "out", cache=root / ".cache")
     summary = bundle.run(ctx)
-    assert "app, worker" in summary
-    assert set(ctx.assets) == {"app", "app_css", "worker", "site_css"}
-    for name in ("app", "worker", "app_css", "site_css"):
+    assert "app, worker, wasm" in summary
+    assert set(ctx.assets) == {"app", "app_css", "worker", "wasm"}
+    for name in ("app", "worker", "app_css"):
         path = ctx.out / ctx.assets[name].lstrip("/")
         assert path.exists(), name
         assert ctx.assets[name].startswith(f"/assets/{name.split('_')[0]}-")
@@ -52,7 +57,16 @@ def test_entry_points_are_hashed_esm_with_composed_wgsl_and_json_data(root):
     # The module as tinygpt/build/wgsl.py composes it: prelude, the file, what it includes.
     assert "alias elem = f32;" in app and "// KERNEL SOURCE" in app and "// PART SOURCE" in app
     assert (ctx.out / (ctx.assets["app"].lstrip("/") + ".map")).exists()
-    assert ".highlight" in (ctx.out / ctx.assets["site_css"].lstrip("/")).read_text()  # pygments classes
+
+
+def test_site_css_carries_pygments_classes_and_static_files_go_to_the_top(root):
+    (root / "site" / "static").mkdir()
+    (root / "site" / "static" / "favicon.svg").write_text("<svg/>")
+    ctx = Context(root=root, out=root / "out", cache=root / ".cache")
+    assert "1 static file" in static.run(ctx)
+    css = (ctx.out / ctx.assets["site_css"].lstrip("/")).read_text()
+    assert css.startswith("body { margin: 0 }") and ".highlight" in css
+    assert (ctx.out / "favicon.svg").read_text() == "<svg/>"
 
 
 def test_esbuild_error_names_file_line_col(root):

@@ -108,10 +108,10 @@ def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
 
 def check_links(root: Path, files: dict[str, str]) -> BuildError:
     """The link checker's error on MINIMAL plus files, after the steps a build runs before it."""
-    from tinygpt.build import bundle, deploy, links
+    from tinygpt.build import deploy, links, static
 
     ctx = Context(root=make_site(root, {**MINIMAL, **files}), out=root / "out", cache=root / ".cache")
-    for step in (bundle, pages, deploy):
+    for step in (static, pages, deploy):
         step.run(ctx)
     with pytest.raises(BuildError) as e:
         links.run(ctx)
@@ -162,7 +162,7 @@ def test_a_broken_link_or_inline_style_in_a_template_names_the_template_line(tmp
 
 def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, capsys):
     site = make_site(tmp_path, MINIMAL)
-    steps = ["bundle", "pages", "deploy", "links"]
+    steps = ["static", "pages", "deploy", "links"]
     assert main.build(site, steps=steps)
     dist = site / "dist"
     before = (dist / "docs/guide/index.html").read_text()
@@ -177,9 +177,9 @@ def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, ca
 
 def test_successful_build_swaps_in_the_new_dist(tmp_path):
     site = make_site(tmp_path, MINIMAL)
-    assert main.build(site, steps=["bundle", "pages"])
+    assert main.build(site, steps=["static", "pages"])
     (site / "content/docs/guide.md").write_text('+++\ntitle = "Guide two"\n+++\nNew.\n')
-    assert main.build(site, steps=["bundle", "pages"])
+    assert main.build(site, steps=["static", "pages"])
     assert "Guide two" in (site / "dist/docs/guide/index.html").read_text()
     assert sorted(p.name for p in site.iterdir() if p.name.startswith(".dist")) == []
 
@@ -210,12 +210,12 @@ def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path
 
     monkeypatch.setattr(pages, "run", interrupted)
     with pytest.raises(KeyboardInterrupt):
-        main.build(site, steps=["bundle", "pages"])
+        main.build(site, steps=["static", "pages"])
     assert not list(site.glob(".dist-*"))
     assert not (site / "dist").exists()
 
 
-STEPS = ["bundle", "pages", "deploy", "links"]
+STEPS = ["static", "pages", "deploy", "links"]
 
 
 def child_build(site: Path, kill_at: str = "", exchange: bool = True, **popen) -> subprocess.Popen:

@@ -92,6 +92,7 @@ def test_f16_weights_round_to_half_precision_and_moments_stay_f32():
     for name, p in trainer.params.items():
         np.testing.assert_array_equal(ckpt.params[name], p.astype(np.float16).astype(np.float32))
         np.testing.assert_array_equal(ckpt.m[name], trainer.m[name])
+    assert checkpoint.to_bytes(ckpt) == buf, "a file read back is written as it was stored, f16 weights included"
 
 
 def test_legacy_weights_give_the_same_logits_and_resave_without_a_trainer():

@@ -59,7 +59,7 @@ class Checkpoint:
     dataset: dict | None = None  # {"name", "bytes", "sha256"}
     provenance: dict = field(default_factory=dict)  # {"created", "producer", "commit"?, "corpus_sha256"?}
     version: int = FORMAT["version"]  # the version the file was read from
-    dtype: str = "f32"  # how the weights were stored
+    dtype: str = "f32"  # how the weights are stored: what load() read, what to_bytes() writes unless told otherwise
 
 
 def _align(n: int) -> int:
@@ -112,8 +112,10 @@ def _check_finite(name: str, a: np.ndarray, moment_v: bool = False) -> None:
         raise CheckpointError("negative_moment", name=name)
 
 
-def to_bytes(ckpt: Checkpoint, dtype: str = "f32") -> bytes:
-    """The checkpoint as version-2 bytes; weights in `dtype` ("f32" or "f16"), moments always f32."""
+def to_bytes(ckpt: Checkpoint, dtype: str | None = None) -> bytes:
+    """The checkpoint as version-2 bytes; weights in `dtype` ("f32" or "f16", ckpt.dtype by default),
+    moments always f32."""
+    dtype = dtype or ckpt.dtype
     if dtype not in NUMPY_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}; known: {sorted(NUMPY_DTYPES)}")
     if (ckpt.m is None) != (ckpt.v is None):
@@ -168,7 +170,7 @@ def to_bytes(ckpt: Checkpoint, dtype: str = "f32") -> bytes:
     return bytes(out)
 
 
-def save(path, ckpt: Checkpoint, dtype: str = "f32") -> None:
+def save(path, ckpt: Checkpoint, dtype: str | None = None) -> None:
     Path(path).write_bytes(to_bytes(ckpt, dtype))
 
 

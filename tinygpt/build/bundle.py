@@ -1,25 +1,22 @@
 """The bundle step: webapp/ through esbuild (from npm) into content-hashed files
-under dist/assets/, the WebAssembly CPU backend through AssemblyScript when
-webapp/cpu/asconfig.json exists (two builds of one source in one file), the
-site CSS (with pygments' classes), and site/static/ (favicon, ...) copied to
-the top level.
+under dist/assets/, and the WebAssembly CPU backend through AssemblyScript (two
+builds of one source in one file).
 
 Entry points: webapp/app/main.ts -> assets["app"] (and assets["app_css"] when it
-imports CSS), webapp/worker/worker.ts -> assets["worker"]. ESM, minified, source
-maps, `.wgsl` imported as text (the engine's shader modules as wgsl.py composes
-them into .cache/wgsl/, written first), JSON as data. Entries not written yet are skipped
-with a note.
+imports CSS), webapp/worker/worker.ts -> assets["worker"], cpu.wasm ->
+assets["wasm"]. ESM, minified, source maps, `.wgsl` imported as text (the
+engine's shader modules as wgsl.py composes them into .cache/wgsl/, written
+first), JSON as data.
 """
 import hashlib
 import json
 import re
-import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 
 from ..facts import FACTS
-from . import markdown, wgsl
+from . import wgsl
 from .context import BuildError, Context
 
 ENTRIES = {"app": "webapp/app/main.ts", "worker": "webapp/worker/worker.ts"}
@@ -130,36 +127,12 @@ def _wasm(root: Path, cache: Path, assets_dir: Path) -> tuple[str, bool]:
     return "/assets/" + name, hit
 
 
-def _site_css(root: Path, assets_dir: Path) -> str:
-    data = ((root / "site" / "site.css").read_text() + "\n/* pygments */\n" + markdown.pygments_css()).encode()
-    name = hashed_name("site", data, ".css")
-    (assets_dir / name).write_bytes(data)
-    return "/assets/" + name
-
-
 def run(ctx: Context) -> str:
     assets_dir = ctx.out / "assets"
     assets_dir.mkdir(parents=True, exist_ok=True)
-    ctx.assets["site_css"] = _site_css(ctx.root, assets_dir)
-    static = ctx.root / "site" / "static"
-    for path in sorted(static.rglob("*")) if static.exists() else []:
-        if path.is_file():
-            target = ctx.out / path.relative_to(static)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, target)
-    entries = {name: src for name, src in ENTRIES.items() if (ctx.root / src).exists()}
-    missing = sorted(set(ENTRIES) - set(entries))
-    if missing:
-        ctx.notes.append(f"bundle: {', '.join(ENTRIES[m] for m in missing)} not written yet: skipped")
-    built = []
-    if entries or (ctx.root / "webapp/cpu/asconfig.json").exists():
-        ensure_node_modules(ctx.root)
-    if entries:
-        wgsl.write_modules(ctx.root)
-        ctx.assets.update(_esbuild(ctx.root, assets_dir, entries))
-        built += list(entries)
-    if (ctx.root / "webapp/cpu/asconfig.json").exists():
-        ctx.assets["wasm"], hit = _wasm(ctx.root, ctx.cache, assets_dir)
-        built.append("wasm (cached)" if hit else "wasm")
-    total = sum(p.stat().st_size for p in assets_dir.iterdir() if not p.name.endswith(".map"))
-    return f"{', '.join(built) or 'no scripts'} + site css: {total / 1024:.0f} KiB in assets/ (without maps)"
+    ensure_node_modules(ctx.root)
+    wgsl.write_modules(ctx.root)
+    ctx.assets.update(_esbuild(ctx.root, assets_dir, ENTRIES))
+    ctx.assets["wasm"], hit = _wasm(ctx.root, ctx.cache, assets_dir)
+    total = sum((ctx.out / url.lstrip("/")).stat().st_size for name, url in ctx.assets.items() if name != "site_css")
+    return f"{', '.join(ENTRIES)}, wasm{' (cached)' if hit else ''}: {total / 1024:.0f} KiB in assets/ (without maps)"

@@ -9,11 +9,9 @@ gallery/manifest.json (the app reads the copy at /gallery/manifest.json):
 
 Each file must exist beside the manifest with that size and sha256, start with
 the .tinygpt magic, and fit Cloudflare Pages' 25 MiB per file. Errors name
-the manifest's line: the offending key's, or the model's where a key is missing. Without a
-gallery/ folder the step writes an empty manifest, so the app's fetch succeeds.
+the manifest's line: the offending key's, or the model's where a key is missing.
 """
 import hashlib
-import json
 import shutil
 
 from tinygpt.facts import FACTS
@@ -28,9 +26,6 @@ def run(ctx: Context) -> str:
     out = ctx.out / "gallery"
     out.mkdir(parents=True, exist_ok=True)
     manifest_path = ctx.root / "gallery" / "manifest.json"
-    if not manifest_path.exists():
-        (out / "manifest.json").write_text(json.dumps({"models": []}))
-        return "no gallery/manifest.json yet: empty gallery"
     manifest, where = read_json(manifest_path, "gallery/manifest.json")
     models = manifest.get("models") if isinstance(manifest, dict) else None
     if not isinstance(models, list):

@@ -17,7 +17,6 @@ import ctypes
 import errno
 import fcntl
 import importlib
-import importlib.util
 import os
 import shutil
 import signal
@@ -31,9 +30,8 @@ from pathlib import Path
 from .context import BuildError, Context
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ["corpora", "gallery", "bundle", "shaders", "pages", "deploy", "links"]
+STEPS = ["corpora", "gallery", "static", "bundle", "shaders", "pages", "deploy", "links"]
 LABELS = {"links": "checks"}  # links.py checks links, inline code and Pages limits
-OPTIONAL_STEPS = {"corpora"}  # R's step; the build goes on without it until it exists
 WATCHED = ["content", "site", "webapp", "shaders", "gallery", "tinygpt/facts.json"]
 LIBC = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
@@ -95,9 +93,6 @@ def _build(root: Path, steps: list[str]) -> bool:
     step = None
     try:
         for step in steps:
-            if step in OPTIONAL_STEPS and importlib.util.find_spec(f"tinygpt.build.{step}") is None:
-                print(f"{step:8}     -  skipped: tinygpt/build/{step}.py not written yet", flush=True)
-                continue
             t = time.perf_counter()
             summary = importlib.import_module(f"tinygpt.build.{step}").run(ctx)
             print(f"{LABELS.get(step, step):8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)

@@ -221,8 +221,6 @@ def render_all(root: Path, out: Path, assets: dict, pages: list[content.Page], e
 
 def run(ctx: Context) -> str:
     pages = content.load(ctx.root)
-    if not any(p.url == "/app/" for p in pages):
-        ctx.notes.append("pages: content/app.md not written yet: no /app/ page")
     plotted, unplotted = plots.load(ctx.root)
     extra = {"plots": plotted, "unplotted": unplotted}
     for u in unplotted:

@@ -136,12 +136,9 @@ def check_params(module: wgsl.Module):
 def run(ctx: Context) -> str:
     """naga checks the portable modules, Tint (the compiler Chromium runs) checks every module
     when Dawn finds an adapter; a Chromium-only module without Tint fails the build."""
-    found = wgsl.names(ctx.root) if (ctx.root / "shaders").exists() else []
-    if not found:
-        return "no shaders/*.wgsl yet"
     cache_path = ctx.cache / "shaders.json"
     cache: dict[str, list[str]] = json.loads(cache_path.read_text()) if cache_path.exists() else {}
-    modules = {f"shaders/{n}.wgsl": wgsl.compose(ctx.root, n) for n in found}
+    modules = {f"shaders/{n}.wgsl": wgsl.compose(ctx.root, n) for n in wgsl.names(ctx.root)}
     for module in modules.values():
         check_params(module)
     sources = {name: module.text for name, module in modules.items()}
