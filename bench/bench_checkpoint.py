@@ -26,6 +26,7 @@ from machine import cpu_name
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tinygpt import checkpoint, checkpoint_corpus  # noqa: E402
+from tinygpt.build.node import build_cli  # noqa: E402
 
 MiB = 2**20
 
@@ -54,10 +55,7 @@ def main():
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        inspect = Path(tmp) / "inspect.mjs"
-        subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "webapp/cli/inspect.ts", "--bundle",
-                        "--platform=node", "--format=esm", f"--outfile={inspect}", "--log-level=warning"],
-                       cwd=ROOT, check=True)
+        inspect = build_cli(ROOT, Path(tmp))["inspect"]
         node = subprocess.run(["node", "--version"], capture_output=True, text=True).stdout.strip()
         for label, buf in checkpoint_corpus.at_the_limits().items():
             path = Path(tmp) / f"{label}.tinygpt"

@@ -39,27 +39,16 @@ from machine import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from tinygpt.build.node import node_bundle, relaxed_simd_flags  # noqa: E402
+
 OUT = ROOT / "content" / "data" / "train_cpu.json"
 
 
 def build(dest: Path):
     from tinygpt.build.bundle import compile_cpu_wasm
-    bin_ = ROOT / "node_modules" / ".bin"
     dest.mkdir(parents=True, exist_ok=True)
     compile_cpu_wasm(ROOT, dest / "cpu.wasm")
-    for src, name in (("bench/cpu_node.ts", "cpu_node.mjs"), ("bench/cpu_curve.ts", "cpu_curve.mjs"),
-                      ("webapp/cpu/test/thread_worker.ts", "thread_worker.mjs")):
-        subprocess.run([bin_ / "esbuild", src, "--bundle", "--platform=node", "--format=esm", f"--outfile={dest / name}",
-                        "--log-level=warning"], cwd=ROOT, check=True)
-
-
-RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
-
-
-def node_flags(node: str) -> list[str]:
-    """The flag that turns relaxed SIMD on, for a node that has it behind one (Node 20)."""
-    options = subprocess.run([node, "--v8-options"], capture_output=True, text=True).stdout
-    return [RELAXED_FLAG] if RELAXED_FLAG in options else []
+    node_bundle(ROOT, ["bench/cpu_node.ts", "bench/cpu_curve.ts", "webapp/cpu/test/thread_worker.ts"], dest)
 
 
 def bench_wasm(built: Path, preset_id: str, threads: int, seconds: float, node: list[str], simd: str,
@@ -115,16 +104,13 @@ def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
     """The same model, initialisation and step in PyTorch eager (tinygpt/torch_model.py)."""
     import torch
     from tinygpt import model
-    from tinygpt.torch_model import torch_loss
+    from tinygpt.torch_model import adamw, torch_loss
     from tinygpt.train import TrainConfig
     torch.set_num_threads(threads)
     cfg, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
     params = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(cfg, tc.seed).items()}
 
-    decay = [p for p in params.values() if p.ndim == 2]
-    rest = [p for p in params.values() if p.ndim != 2]
-    opt = torch.optim.AdamW([{"params": decay, "weight_decay": tc.weight_decay}, {"params": rest, "weight_decay": 0.0}],
-                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+    opt = adamw(params.values(), tc)
     x, y, n = batch(preset_id)
     x, y = torch.tensor(x), torch.tensor(y)
 
@@ -215,7 +201,7 @@ def main():
     except ImportError:
         torch_version = None
         print("PyTorch is not importable here: no PyTorch figures, no ratio", file=sys.stderr)
-    node = [args.node, *node_flags(args.node)]
+    node = [args.node, *relaxed_simd_flags(args.node)]
     runs = []  # (round, result)
     with tempfile.TemporaryDirectory() as tmp:
         built = args.prebuilt or Path(tmp)

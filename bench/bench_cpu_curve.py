@@ -18,12 +18,13 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_cpu import build, node_flags
+from bench_cpu import build
 from machine import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tinygpt.build.corpora import CORPORA, prepared  # noqa: E402
+from tinygpt.build.node import relaxed_simd_flags  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "cpu_curve.json"
@@ -45,7 +46,7 @@ def main():
         built = args.prebuilt or Path(tmp)
         if not args.prebuilt:
             build(built)
-        cmd = [args.node, *node_flags(args.node), built / "cpu_curve.mjs", built / "cpu.wasm", args.preset,
+        cmd = [args.node, *relaxed_simd_flags(args.node), built / "cpu_curve.mjs", built / "cpu.wasm", args.preset,
                str(args.steps), corpus]
         curves = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
     plain, relaxed = curves["plain"], curves["relaxed"]

@@ -32,13 +32,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tinygpt import gpu  # noqa: E402
-from tinygpt.build import wgsl  # noqa: E402
+from tinygpt.build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name, cuda_torch  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "matmul"
-DAWN = ROOT / "dist-cli" / "matmul_dawn.mjs"
-SWIFTSHADER = "/usr/lib/chromium/vk_swiftshader_icd.json"
+DAWN = ROOT / "dist-cli" / "matmul_dawn.js"
 
 
 class Kernel:
@@ -129,19 +128,9 @@ def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
     return statistics.median(one_pass(reps) for _ in range(passes))
 
 
-def bundle_dawn():
-    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
-    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "bench/matmul_dawn.ts", "--bundle", "--platform=node",
-                    "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={DAWN}", "--log-level=warning"],
-                   cwd=ROOT, check=True)
-
-
 def dawn(node, shapes):
     """The engine's matmul kernels through Dawn: {adapter, timing, results: [{series, op, label, seconds, ...}]}."""
-    env = dict(os.environ)
-    if "VK_ICD_FILENAMES" not in env and not Path("/dev/nvidia0").exists() and Path(SWIFTSHADER).exists():
-        env["VK_ICD_FILENAMES"] = SWIFTSHADER  # no GPU here: Dawn's Vulkan needs a software driver
-    run = subprocess.run([node, str(DAWN), json.dumps(shapes)], cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, check=False)
+    run = subprocess.run([node, str(DAWN), json.dumps(shapes)], cwd=ROOT, env=dawn_env(), stdout=subprocess.PIPE, text=True, check=False)
     if run.returncode != 0:
         raise SystemExit(f"{DAWN.name} exited {run.returncode} (its stderr is above)")
     return json.loads(run.stdout)
@@ -185,7 +174,7 @@ def main(argv=None):
     ap.add_argument("--kernels", nargs="+", help="only kernels whose name contains one of these")
     ap.add_argument("--dawn", action="store_true", help="also time the engine's kernels through Dawn in Node")
     ap.add_argument("--node", default="node", help="the Node binary for --dawn")
-    ap.add_argument("--no-bundle", action="store_true", help="--dawn with the existing dist-cli/matmul_dawn.mjs")
+    ap.add_argument("--no-bundle", action="store_true", help="--dawn with the existing dist-cli/matmul_dawn.js (python build.py cli)")
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "matmul.json")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(0)
@@ -222,7 +211,7 @@ def main(argv=None):
     dawn_run = None
     if args.dawn:
         if not args.no_bundle:
-            bundle_dawn()
+            build_cli(ROOT)
         dawn_run = dawn(args.node, shapes)
         dawn_run["node"] = subprocess.run([args.node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
         print(f"Dawn: {dawn_run['adapter']}; {dawn_run['timing']}; checked {', '.join(dawn_run['checked'])}")

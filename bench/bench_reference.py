@@ -58,17 +58,18 @@ def bench_numpy(preset_id, config, batch, min_seconds):
 def bench_torch(preset_id, config, batch, min_seconds):
     import torch
 
-    from tinygpt.torch_model import torch_loss
+    from tinygpt.torch_model import adamw, torch_loss
 
+    tc = TrainConfig.from_preset(preset_id)
     P = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(config, 0).items()}
-    opt = torch.optim.AdamW(list(P.values()), lr=1e-3, betas=(0.9, 0.95))
+    opt = adamw(P.values(), tc)
     x = torch.randint(0, 256, (batch, config.block_size))
     y = torch.roll(x, -1, dims=1)
 
     def step():
         opt.zero_grad()
         torch_loss(config, P, x, y)[1].backward()
-        torch.nn.utils.clip_grad_norm_(list(P.values()), 1.0)
+        torch.nn.utils.clip_grad_norm_(list(P.values()), tc.grad_clip)
         opt.step()
     return timed(step, min_seconds)
 

@@ -22,19 +22,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tinygpt.build import wgsl  # noqa: E402
+from tinygpt import model  # noqa: E402
+from tinygpt.build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS, preset  # noqa: E402
 from machine import cuda_torch  # noqa: E402
 
 CLI = ROOT / "dist-cli" / "train.js"
 WARMUP = 3
-
-
-def bundle() -> None:
-    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
-    subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "webapp/cli/train.ts", "--bundle", "--platform=node",
-                    "--format=esm", "--loader:.wgsl=text", "--external:webgpu", f"--outfile={CLI}", "--log-level=warning"],
-                   cwd=ROOT, check=True)
 
 
 def corpus(path: Path, size: int = 4 << 20) -> Path:
@@ -48,16 +42,11 @@ def corpus(path: Path, size: int = 4 << 20) -> Path:
     return path
 
 
-def param_count(p: dict) -> int:
-    C, V, T, L = p["n_embd"], FACTS["vocab_size"], p["block_size"], p["n_layer"]
-    return V * C + T * C + 2 * C + L * (4 * (C * C + C) + 4 * C + 2 * 4 * C * C + 4 * C + C)
-
-
 def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict:
     stats = tmp / f"{preset_id}.json"
     cmd = [node, str(CLI), "--preset", preset_id, "--corpus", str(text), "--steps", str(steps), "--out",
            str(tmp / f"{preset_id}.tinygpt"), "--eval-every", "0", "--stats", str(stats), "--quiet", "--profile"]
-    run = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=400)
+    run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=400)
     if run.returncode != 0:
         return {"error": (run.stdout + run.stderr)[-2000:]}
     return json.loads(stats.read_text())
@@ -68,17 +57,14 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
     torch = cuda_torch()
     if torch is None:
         return None
-    from tinygpt import model
-    from tinygpt.torch_model import torch_loss
+    from tinygpt.torch_model import adamw, torch_loss
     from tinygpt.train import TrainConfig
     config, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
     B, T = tc.batch_size, config.block_size
     dev = torch.device("cuda")
     P = {k: torch.tensor(v, device=dev, requires_grad=True) for k, v in model.init_params(config, tc.seed).items()}
     params = list(P.values())
-    opt = torch.optim.AdamW([{"params": [q for q in params if q.dim() == 2], "weight_decay": tc.weight_decay},
-                             {"params": [q for q in params if q.dim() < 2], "weight_decay": 0.0}],
-                            lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+    opt = adamw(params, tc)
     data = torch.frombuffer(bytearray(text.read_bytes()), dtype=torch.uint8).to(dev).long()
     gen = torch.Generator(device=dev).manual_seed(0)
 
@@ -127,18 +113,18 @@ def main():
     ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
     ap.add_argument("--steps", type=int, default=30, help="timed steps per preset (after %d warm-up steps)" % WARMUP)
     ap.add_argument("--node", default="node")
-    ap.add_argument("--no-bundle", action="store_true", help="use the existing dist-cli/train.js")
+    ap.add_argument("--no-bundle", action="store_true", help="use the existing dist-cli/train.js (python build.py cli)")
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "train_gpu.json")
     args = ap.parse_args()
     if not args.no_bundle:
-        bundle()
+        build_cli(ROOT)
     results = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         text = corpus(tmp / "corpus.txt")
         for pid in args.presets.split(","):
             p = preset(pid)
-            row = {"preset": pid, "params": param_count(p), "batch_size": p["batch_size"], "block_size": p["block_size"]}
+            row = {"preset": pid, "params": model.param_count(model.GPTConfig.from_preset(pid)), "batch_size": p["batch_size"], "block_size": p["block_size"]}
             gpu = webgpu(args.node, pid, args.steps + WARMUP, text, tmp)
             row["webgpu"] = gpu
             try:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import shaders, wgsl
+from tinygpt.build import node, shaders, wgsl
 from tinygpt.build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
@@ -71,7 +71,7 @@ def test_chromium_only_syntax_goes_to_tint():
 
 
 def needs_dawn(tmp_path: Path) -> Path:
-    if shaders._swiftshader_icd() is None or not (REPO / "node_modules" / "webgpu").exists():
+    if node.dawn_driver(node.dawn_env()) is None or not (REPO / "node_modules" / "webgpu").exists():
         pytest.skip("no SwiftShader Vulkan driver or npm webgpu here, so Dawn has no adapter")
     return tmp_path
 

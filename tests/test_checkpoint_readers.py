@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt import checkpoint, checkpoint_corpus as corpus
+from tinygpt.build.node import build_cli
 from tinygpt.facts import FACTS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -108,12 +109,7 @@ def mutate(buf: bytes, rng: random.Random) -> bytes:
 
 @pytest.fixture(scope="module")
 def inspect(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("cli") / "inspect.mjs"
-    bundle = subprocess.run([str(ROOT / "node_modules" / ".bin" / "esbuild"), "webapp/cli/inspect.ts", "--bundle",
-                             "--platform=node", "--format=esm", f"--outfile={out}", "--log-level=warning"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bundle.returncode == 0, bundle.stdout + bundle.stderr
-    return out
+    return build_cli(ROOT, tmp_path_factory.mktemp("cli"))["inspect"]  # what `python build.py cli` writes
 
 
 def typescript(inspect: Path, files: list[Path], stats: bool = False) -> list[dict]:

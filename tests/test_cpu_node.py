@@ -16,19 +16,16 @@ from pathlib import Path
 
 from tinygpt import conformance
 from tinygpt.build.bundle import compile_cpu_wasm
+from tinygpt.build.node import node_bundle, relaxed_simd_flags
 from tinygpt.facts import FACTS
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "node_modules" / ".bin"
 
 
 def run(cmd: list, **kw) -> subprocess.CompletedProcess:
     out = subprocess.run([str(c) for c in cmd], cwd=ROOT, capture_output=True, text=True, timeout=300, **kw)
     assert out.returncode == 0, f"{' '.join(map(str, cmd))} exited {out.returncode}\n{out.stdout}\n{out.stderr}"
     return out
-
-
-RELAXED_FLAG = "--experimental-wasm-relaxed-simd"
 
 
 def broken_relaxed(tmp_path: Path) -> Path:
@@ -49,14 +46,13 @@ def broken_relaxed(tmp_path: Path) -> Path:
 def test_cpu_backend_in_node(tmp_path):
     wasm = tmp_path / "cpu.wasm"
     compile_cpu_wasm(ROOT, wasm)
-    relaxed = RELAXED_FLAG in run(["node", "--v8-options"]).stdout
+    flags = relaxed_simd_flags()
+    relaxed = bool(flags)
     tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers" / "relaxed-simd").glob("*.test.ts"))
     assert tests, "no webapp/cpu/test/*.test.ts found"
-    run([BIN / "esbuild", *tests, ROOT / "webapp/cpu/test/thread_worker.ts", "--bundle", "--platform=node", "--format=esm",
-         "--loader:.wgsl=text", "--external:webgpu", f"--outdir={tmp_path}", "--out-extension:.js=.mjs", "--log-level=warning"])
+    bundles = node_bundle(ROOT, [t.relative_to(ROOT) for t in tests] + ["webapp/cpu/test/thread_worker.ts"], tmp_path)[:-1]
     conformance.write(tmp_path / "conformance")
-    bundles = sorted(tmp_path.glob("*.test.mjs"))
-    out = run(["node", *([RELAXED_FLAG] if relaxed else []), "--test", *bundles],
+    out = run(["node", *flags, "--test", *bundles],
         env={**os.environ, "TINYGPT_CPU_WASM": str(wasm), "TINYGPT_CONFORMANCE": str(tmp_path / "conformance"),
              "TINYGPT_CPU_BROKEN": str(broken_relaxed(tmp_path)), "TINYGPT_CPU_RELAXED": "1" if relaxed else "0"})
     if relaxed:  # only a Node without relaxed SIMD may skip (the relaxed build's conformance)

@@ -9,7 +9,6 @@ reads the Python writer's file and re-saves it, Python reads both back, and
 Python's reference gets the same loss from a file the engine trained and saved."""
 import hashlib
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -17,12 +16,12 @@ import numpy as np
 import pytest
 
 from tinygpt import checkpoint, conformance, model
-from tinygpt.build import wgsl
+from tinygpt.build import node
 from tinygpt.train import Trainer, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = ROOT / "node_modules" / ".bin"
-SWIFTSHADER = "/usr/lib/chromium/vk_swiftshader_icd.json"
+ENV = node.dawn_env()
+NO_DRIVER = None if node.dawn_driver(ENV) else "Dawn has no Vulkan driver here (SwiftShader's comes with the chromium package)"
 
 
 def python_checkpoint(path: Path) -> checkpoint.Checkpoint:
@@ -44,25 +43,19 @@ def python_checkpoint(path: Path) -> checkpoint.Checkpoint:
 @pytest.fixture(scope="module")
 def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
-    tests = sorted((ROOT / "webapp" / "engine" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers").glob("*.test.ts"))
-    assert tests, "no webapp/engine/test/*.test.ts found"
-    wgsl.write_modules(ROOT)  # the shader modules the engine's kernel table imports
-    bundle = subprocess.run(
-        [str(BIN / "esbuild"), *map(str, tests), "--bundle", "--platform=node", "--format=esm", "--loader:.wgsl=text",
-         "--external:webgpu", f"--outdir={tmp}", "--out-extension:.js=.mjs", "--log-level=warning"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bundle.returncode == 0, bundle.stdout + bundle.stderr
-    # The bundles import the native webgpu package; let Node find it from the temp folder.
-    (tmp / "node_modules").symlink_to(ROOT / "node_modules")
+    # Each folder's tests bundled into a folder of their own: the engine's gpu.test.ts and the levers' share a name.
+    bundles = []
+    for folder, out in (("webapp/engine/test", tmp), ("webapp/levers", tmp / "levers")):
+        tests = sorted((ROOT / folder).glob("*.test.ts"))
+        assert tests, f"no {folder}/*.test.ts found"
+        bundles += node.node_bundle(ROOT, [t.relative_to(ROOT) for t in tests], out, link_modules=True)
     paths = {"py": tmp / "python.tinygpt", "resaved": tmp / "node-resaved.tinygpt", "trained": tmp / "node-trained.tinygpt"}
     written = python_checkpoint(paths["py"])
     conformance.write(tmp / "conformance")
-    env = {**os.environ, "TINYGPT_ROOT": str(ROOT), "TINYGPT_CONFORMANCE": str(tmp / "conformance"),
+    env = {**ENV, "TINYGPT_ROOT": str(ROOT), "TINYGPT_CONFORMANCE": str(tmp / "conformance"),
            "TINYGPT_PY_CHECKPOINT": str(paths["py"]), "TINYGPT_NODE_CHECKPOINT_OUT": str(paths["resaved"]),
            "TINYGPT_NODE_TRAINED_OUT": str(paths["trained"])}
-    if Path(SWIFTSHADER).exists():
-        env["VK_ICD_FILENAMES"] = SWIFTSHADER
-    run = subprocess.run(["node", "--test", *map(str, sorted(tmp.glob("*.test.mjs")))], cwd=tmp, env=env,
+    run = subprocess.run(["node", "--test", *map(str, bundles)], cwd=tmp, env=env,
                          capture_output=True, text=True, timeout=600)
     return run, paths, written
 
@@ -70,8 +63,8 @@ def node_run(tmp_path_factory):
 def test_engine_node_tests_pass(node_run):
     run, _, _ = node_run
     assert run.returncode == 0, f"node --test exited {run.returncode}\n{run.stdout}\n{run.stderr}"
-    if not Path(SWIFTSHADER).exists():
-        pytest.skip(f"the WebGPU tests need a Vulkan driver for Dawn ({SWIFTSHADER}, from the chromium package)")
+    if NO_DRIVER:
+        pytest.skip(f"the WebGPU tests skipped: {NO_DRIVER}")
     assert "# skipped 0" in run.stdout, f"a Node test was skipped:\n{run.stdout}"
 
 
@@ -103,21 +96,13 @@ def test_python_reference_gets_the_engines_loss_from_its_file(node_run):
 
 
 def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
-    if not Path(SWIFTSHADER).exists():
-        pytest.skip(f"the CLI trains on WebGPU, which needs a Vulkan driver for Dawn ({SWIFTSHADER})")
-    wgsl.write_modules(ROOT)
-    bundle = subprocess.run(
-        [str(BIN / "esbuild"), "webapp/cli/train.ts", "--bundle", "--platform=node", "--format=esm", "--loader:.wgsl=text",
-         "--external:webgpu", f"--outfile={tmp_path / 'train.mjs'}", "--log-level=warning"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bundle.returncode == 0, bundle.stdout + bundle.stderr
-    (tmp_path / "node_modules").symlink_to(ROOT / "node_modules")
+    if NO_DRIVER:
+        pytest.skip(f"the CLI trains on WebGPU: {NO_DRIVER}")
+    train = node.build_cli(ROOT, tmp_path / "dist-cli")["train"]  # what `python build.py cli` writes
     text = b"Shall I compare thee to a summer's day? Thou art more lovely and more temperate.\n" * 20
     (tmp_path / "sonnet.txt").write_bytes(text)
-    env = {**os.environ, "VK_ICD_FILENAMES": SWIFTSHADER}
-
     def cli(*args):
-        return subprocess.run(["node", str(tmp_path / "train.mjs"), *args], cwd=tmp_path, env=env,
+        return subprocess.run(["node", str(train), *args], cwd=tmp_path, env=ENV,
                               capture_output=True, text=True, timeout=300)
 
     bad = cli("--preset", "enormous", "--corpus", "sonnet.txt", "--steps", "1", "--out", "x.tinygpt")

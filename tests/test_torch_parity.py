@@ -10,7 +10,7 @@ import pytest
 from tinygpt import model, train
 
 torch = pytest.importorskip("torch", reason="PyTorch not importable: parity with its autograd not checked here")
-from tinygpt.torch_model import torch_loss  # noqa: E402
+from tinygpt.torch_model import adamw, torch_loss  # noqa: E402
 
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=2, n_embd=32, n_head=4, block_size=16)
 
@@ -54,9 +54,7 @@ def test_clipping_and_adamw_match_torch_given_the_same_gradients():
     m = {k: np.zeros_like(v) for k, v in params.items()}
     v = {k: np.zeros_like(p) for k, p in params.items()}
     P = {k: torch.tensor(p, requires_grad=True) for k, p in params.items()}
-    groups = [{"params": [p for p in P.values() if p.dim() == 2], "weight_decay": tc.weight_decay},
-              {"params": [p for p in P.values() if p.dim() != 2], "weight_decay": 0.0}]
-    opt = torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+    opt = adamw(P.values(), tc)
     for step in (1, 2):
         _, _, acts = model.forward(CONFIG, ours, idx, targets)
         grads = model.backward(CONFIG, ours, acts)

@@ -10,6 +10,15 @@ from tinygpt.facts import FACTS
 F = torch.nn.functional
 
 
+def adamw(params, tc) -> torch.optim.AdamW:
+    """PyTorch's AdamW as every engine runs it: tc's betas, eps and weight decay, the decay on 2-D
+    tensors only (facts.json tensors' rule); params are the model's tensors, tc a TrainConfig."""
+    params = list(params)
+    groups = [{"params": [p for p in params if p.dim() == 2], "weight_decay": tc.weight_decay},
+              {"params": [p for p in params if p.dim() != 2], "weight_decay": 0.0}]
+    return torch.optim.AdamW(groups, lr=tc.lr, betas=(tc.beta1, tc.beta2), eps=tc.eps)
+
+
 def torch_loss(config, P, idx, targets):
     """Logits and mean cross-entropy; P maps canonical names to tensors in storage shapes."""
     B, T = idx.shape

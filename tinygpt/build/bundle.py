@@ -38,7 +38,7 @@ def ensure_node_modules(root: Path):
         raise BuildError(f"npm ci failed:\n{result.stderr.strip()}", "package-lock.json:1")
 
 
-def _esbuild_error(stderr: str) -> BuildError:
+def esbuild_error(stderr: str) -> BuildError:
     """esbuild's first "[ERROR] message" and the "file:line:col:" under it as the cause."""
     message = re.search(r"\[ERROR\] (.*)", stderr)
     at = re.search(r"^\s+(\S+):(\d+):(\d+):", stderr, re.M)
@@ -57,7 +57,7 @@ def _esbuild(root: Path, assets_dir: Path, entries: dict[str, str]) -> dict[str,
                "--loader:.wgsl=text", "--loader:.json=json", f"--metafile={meta_path}", "--log-level=error"]
         result = subprocess.run(cmd, cwd=root, capture_output=True, text=True)
         if result.returncode != 0:
-            raise _esbuild_error(result.stderr)
+            raise esbuild_error(result.stderr)
         meta = json.loads(meta_path.read_text())
     urls = {}
     for out_path, info in meta["outputs"].items():

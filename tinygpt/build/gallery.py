@@ -8,7 +8,7 @@ gallery/manifest.json (the app reads the copy at /gallery/manifest.json):
                  "trained": "how it was trained: command, hardware, date"}]}
 
 Each file must exist beside the manifest with that size and sha256, start with
-the .tinygpt magic, and fit Cloudflare Pages' 25 MiB per file. Errors name
+the .tinygpt magic, and fit Cloudflare Pages' per-file limit. Errors name
 the manifest's line: the offending key's, or the model's where a key is missing.
 """
 import hashlib
@@ -16,10 +16,9 @@ import shutil
 
 from tinygpt.facts import FACTS
 
-from .context import BuildError, Context, read_json
+from .context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_FILE_BYTES, BuildError, Context, read_json
 
 REQUIRED = {"id": str, "title": str, "file": str, "bytes": int, "sha256": str}
-MAX_FILE_BYTES = 25 * 1024 * 1024
 
 
 def run(ctx: Context) -> str:
@@ -57,7 +56,7 @@ def run(ctx: Context) -> str:
         if not data.startswith(FACTS["format"]["magic"].encode()):
             raise BuildError(f"models[{i}]: {model['file']} is not a .tinygpt file", where("models", i, "file"))
         if len(data) > MAX_FILE_BYTES:
-            raise BuildError(f"models[{i}]: {model['file']} is over Cloudflare Pages' 25 MiB per file",
+            raise BuildError(f"models[{i}]: {model['file']} is over {PAGES_FILE_LIMIT}",
                              where("models", i, "bytes"))
         shutil.copyfile(path, out / model["file"])
     shutil.copyfile(manifest_path, out / "manifest.json")

@@ -1,6 +1,6 @@
 """The checks step: every internal link and #anchor in dist/ resolves, no page
 carries inline script or style (the CSP would block it), and the output fits
-Cloudflare Pages (25 MiB per file, 20,000 files). A failure names the file and
+Cloudflare Pages (facts.json "pages": size per file, number of files). A failure names the file and
 line that wrote the link (a Markdown line, or a template line for links and
 markup the templates write) and the page it broke."""
 import re
@@ -8,11 +8,9 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urljoin, urlsplit
 
-from .context import BuildError, Context, code_line
+from .context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_FILE_BYTES, PAGES_MAX_FILES as MAX_FILES, BuildError, Context, code_line
 from .deploy import REDIRECTS
 
-MAX_FILE_BYTES = 25 * 1024 * 1024
-MAX_FILES = 20_000
 LINK_ATTRS = {("a", "href"), ("link", "href"), ("script", "src"), ("img", "src"), ("source", "src"),
               ("iframe", "src"), ("form", "action")}
 DATA_SCRIPT_TYPES = {"application/json", "application/ld+json"}
@@ -162,8 +160,7 @@ def check_limits(out: Path) -> int:
         raise BuildError(f"{len(files)} files: Cloudflare Pages allows {MAX_FILES}")
     for p in files:
         if p.stat().st_size > MAX_FILE_BYTES:
-            raise BuildError(f"{p.relative_to(out)} is {p.stat().st_size / 2**20:.1f} MiB: "
-                             "Cloudflare Pages allows 25 MiB per file")
+            raise BuildError(f"{p.relative_to(out)} is {p.stat().st_size / 2**20:.1f} MiB, over {PAGES_FILE_LIMIT}")
     return len(files)
 
 

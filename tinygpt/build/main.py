@@ -168,9 +168,20 @@ def main(argv: list[str]) -> int:
     serve_cmd = sub.add_parser("serve", help="build, serve dist/ on 127.0.0.1 and rebuild + reload on edits")
     serve_cmd.add_argument("--port", type=int, default=8000)
     sub.add_parser("test", help="build, type-check the TypeScript, run every test")
+    sub.add_parser("cli", help="bundle the Node tools into dist-cli/ (node dist-cli/train.js, node dist-cli/inspect.js)")
     args = parser.parse_args(argv)
     if args.command == "serve":
         return serve(ROOT, args.port)
     if args.command == "test":
         return test(ROOT)
+    if args.command == "cli":
+        from .node import build_cli
+        try:
+            built = build_cli(ROOT)
+        except BuildError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+        for name, path in built.items():
+            print(f"{name:12} {path.relative_to(ROOT)}")
+        return 0
     return 0 if build(ROOT) else 1

@@ -25,10 +25,10 @@ from pathlib import Path
 from ..facts import FACTS, PATH as FACTS_PATH
 from . import wgsl
 from .context import BuildError, Context, read_json
+from .node import dawn_env
 
 CHROMIUM_ONLY = re.compile(r"^\s*enable\s+[^;]*\b(subgroups|chromium_\w+)\b", re.M)
 NAGA_LOCATION = re.compile(r"wgsl:(\d+):(\d+)")
-SWIFTSHADER_ICDS = ["/usr/lib/chromium/vk_swiftshader_icd.json"]
 
 
 def compiler_for(source: str) -> str:
@@ -82,14 +82,6 @@ def check_naga(files: dict[str, str]) -> dict[str, tuple[str, str | None] | None
     return results
 
 
-def _swiftshader_icd() -> str | None:
-    candidates = list(SWIFTSHADER_ICDS)
-    if os.environ.get("TINYGPT_CHROMIUM"):
-        candidates.append(str(Path(os.environ["TINYGPT_CHROMIUM"]).parent / "vk_swiftshader_icd.json"))
-    candidates += sorted(str(p) for p in Path.home().glob(".cache/ms-playwright/chromium-*/chrome-linux*/vk_swiftshader_icd.json"))
-    return next((c for c in candidates if Path(c).exists()), None)
-
-
 class NoDawnAdapter(Exception):
     pass
 
@@ -97,11 +89,7 @@ class NoDawnAdapter(Exception):
 def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
     script = Path(__file__).with_name("tint_check.mjs")
     with _quiet_wayland():
-        env = dict(os.environ)
-        icd = _swiftshader_icd()
-        if icd and "VK_ICD_FILENAMES" not in env:
-            env["VK_ICD_FILENAMES"] = icd
-        result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=env,
+        result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=dawn_env(),
                                 capture_output=True, text=True)
     if result.returncode == 2:
         raise NoDawnAdapter(result.stderr.strip())
