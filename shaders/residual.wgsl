@@ -1,10 +1,8 @@
-// residual.wgsl: the residual stream's elementwise sums.
+// residual.wgsl: the residual stream's elementwise sum.
 //
 // residual_add         out = a + b            (forward: x + attn(ln1(x)) into a new buffer)
 //   bindings 0 params, 1 a [n] (read), 2 b [n] (read), 3 out [n] (read_write).
-// residual_accumulate  out += a               (in place, e.g. x += mlp(...) or gradient sums)
-//   bindings 0 params, 1 a [n] (read), 3 out [n] (read_write).
-// Both: one invocation per element (lib/grid.wgsl: workgroup 256, grid folded into y).
+// One invocation per element (lib/grid.wgsl: workgroup 256, grid folded into y).
 //
 // Params: n (u32).
 
@@ -23,10 +21,4 @@ struct Params {
 fn residual_add(g: Grid) {
   let i = index(g);
   if (i < p.n) { out[i] = a[i] + b[i]; }
-}
-
-@compute @workgroup_size(256)
-fn residual_accumulate(g: Grid) {
-  let i = index(g);
-  if (i < p.n) { out[i] += a[i]; }
 }

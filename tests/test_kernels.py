@@ -321,8 +321,6 @@ def test_residual(rng, n):
     a, b = randn(rng, n), randn(rng, n)
     out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
     check("residual", out, a + b)
-    out = gpu.run("residual", "residual_accumulate", dict(n=n), {1: a, 3: b}, gpu.groups_1d(n), out=[3])[3]
-    check("residual", out, a + b)
 
 
 def test_elementwise_grid_wraps_past_65535_workgroups(rng):

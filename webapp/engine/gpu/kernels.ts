@@ -91,7 +91,6 @@ export const F32_KERNELS = {
   gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
   gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
   residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
-  residual_accumulate: kernel("residual", "residual_accumulate", (s) => elementwise(s.n)),
   attention_forward: kernel("attention", "attention_forward", perHeadBlock),
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
