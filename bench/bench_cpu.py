@@ -48,7 +48,7 @@ def build(dest: Path):
     from tinygpt.build.bundle import compile_cpu_wasm
     dest.mkdir(parents=True, exist_ok=True)
     compile_cpu_wasm(ROOT, dest / "cpu.wasm")
-    node_bundle(ROOT, ["bench/cpu_node.ts", "bench/cpu_curve.ts", "webapp/cpu/test/thread_worker.ts"], dest)
+    node_bundle(ROOT, ["bench/cpu_node.ts", "webapp/cpu/test/thread_worker.ts"], dest)
 
 
 def bench_wasm(built: Path, preset_id: str, threads: int, seconds: float, node: list[str], simd: str,

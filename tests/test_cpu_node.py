@@ -7,7 +7,7 @@ resumed run, the shapes tinygpt/conformance.py writes here) on the plain and
 the relaxed-SIMD build and on two threads sharing memory; the gate refusing a
 relaxed build made wrong on purpose here; micro-batching, the fallback to one
 thread, and bad input. This file also runs the gate's training check on the
-two builds (bench/bench_cpu_curve.py)."""
+two builds (webapp/levers/relaxed-simd/curve.py)."""
 import json
 import os
 import subprocess
@@ -63,6 +63,6 @@ def test_relaxed_build_keeps_the_loss_curve(tmp_path):
     """The numerics gate's training check for the relaxed-SIMD build: facts.gate's curve_steps steps on
     Shakespeare beside the plain build, every step's loss within curve_rel_tolerance (the script exits 1 if not)."""
     out = tmp_path / "curve.json"
-    run([sys.executable, ROOT / "bench" / "bench_cpu_curve.py", "--out", out])
+    run([sys.executable, ROOT / "webapp" / "levers" / "relaxed-simd" / "curve.py", "--out", out])
     rows = json.loads(out.read_text())["rows"]
     assert rows[0]["verdict"] == "pass" and rows[0]["steps"] == FACTS["gate"]["curve_steps"], rows

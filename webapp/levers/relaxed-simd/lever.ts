@@ -7,7 +7,7 @@
 // output must match the plain one within facts.gate. relaxed_madd may fuse or
 // not, as the engine likes; either way the outputs must agree, and an engine
 // that got it wrong is caught here rather than in a loss curve. Its release
-// check, 500 training steps beside the plain build, is curve.ts beside this file.
+// check, 500 training steps beside the plain build, is curve.py (and curve.ts) beside this file.
 
 import { Rng } from "../../engine/rng";
 import type { Kernels } from "../../cpu/threads";

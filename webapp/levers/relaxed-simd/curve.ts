@@ -1,12 +1,12 @@
 // The relaxed-SIMD build against the plain one over a whole training run: the
 // same preset, corpus, batches and learning-rate schedule, one build after the
 // other on one thread. Prints one JSON object: {plain: [loss...], relaxed: [...]}.
-// Driven by bench/bench_cpu_curve.py.
-//   node [--experimental-wasm-relaxed-simd] cpu_curve.mjs <cpu.wasm> <preset id> <steps> <corpus.txt>
+// Driven by curve.py beside it.
+//   node [--experimental-wasm-relaxed-simd] curve.mjs <cpu.wasm> <preset id> <steps> <corpus.txt>
 import { readFileSync } from "node:fs";
-import { createCpuBackend } from "../webapp/cpu/backend";
-import { preset } from "../webapp/engine/model";
-import { startTrainer } from "../webapp/engine/trainer";
+import { createCpuBackend } from "../../cpu/backend";
+import { preset } from "../../engine/model";
+import { startTrainer } from "../../engine/trainer";
 
 const [wasmPath, id, steps, corpusPath] = process.argv.slice(2);
 const wasm = readFileSync(wasmPath);

@@ -1,11 +1,11 @@
-"""The training check for the CPU backend's relaxed-SIMD build: facts.gate's
+"""The release check of the relaxed-SIMD lever, beside its gate: facts.gate's
 curve_steps steps on Shakespeare with the plain build and with the relaxed one
 (same preset, batches and schedule, one thread each), and the largest relative
 difference between the two loss curves, against facts.gate.curve_rel_tolerance.
 Writes content/data/cpu_curve.json (both curves, plotted on the speedup page).
 
-    python bench/bench_cpu_curve.py                  # tiny, 500 steps
-    python bench/bench_cpu_curve.py --preset small --prebuilt DIR
+    python webapp/levers/relaxed-simd/curve.py                  # tiny, 500 steps
+    python webapp/levers/relaxed-simd/curve.py --preset small
 
 Exits 1 when the curves differ by more than the tolerance.
 """
@@ -18,13 +18,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from bench_cpu import build
-from machine import cpu_name
-
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+ROOT = Path(__file__).resolve().parents[3]
+sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
+from machine import cpu_name  # noqa: E402
+from tinygpt.build.bundle import compile_cpu_wasm  # noqa: E402
 from tinygpt.build.corpora import CORPORA, prepared  # noqa: E402
-from tinygpt.build.node import relaxed_simd_flags  # noqa: E402
+from tinygpt.build.node import node_bundle, relaxed_simd_flags  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "cpu_curve.json"
@@ -34,7 +33,6 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="tiny")
     ap.add_argument("--steps", type=int, default=FACTS["gate"]["curve_steps"])
-    ap.add_argument("--prebuilt", type=Path, metavar="DIR", help="from bench_cpu.py --build-only DIR")
     ap.add_argument("--node", default="node")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -43,10 +41,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         corpus = Path(tmp) / "shakespeare.txt"
         corpus.write_bytes(prepared(shakespeare, ROOT / ".cache"))
-        built = args.prebuilt or Path(tmp)
-        if not args.prebuilt:
-            build(built)
-        cmd = [args.node, *relaxed_simd_flags(args.node), built / "cpu_curve.mjs", built / "cpu.wasm", args.preset,
+        built = Path(tmp)
+        compile_cpu_wasm(ROOT, built / "cpu.wasm")
+        node_bundle(ROOT, ["webapp/levers/relaxed-simd/curve.ts"], built)
+        cmd = [args.node, *relaxed_simd_flags(args.node), built / "curve.mjs", built / "cpu.wasm", args.preset,
                str(args.steps), corpus]
         curves = json.loads(subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout)
     plain, relaxed = curves["plain"], curves["relaxed"]
@@ -62,7 +60,7 @@ def main():
         "title": f"Loss curves of the CPU backend's two builds ({args.preset}, Shakespeare)",
         "hardware": f"{cpu_name()} ({os.cpu_count()} logical CPUs), one thread",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "command": "python bench/bench_cpu_curve.py " + " ".join(sys.argv[1:]),
+        "command": "python webapp/levers/relaxed-simd/curve.py " + " ".join(sys.argv[1:]),
         "x_label": "step",
         "series": [{"name": f"{name} SIMD", "unit": "loss",
                     "points": [{"x": i + 1, "y": round(v, 5)} for i, v in enumerate(losses) if i % every == 0 or i == len(losses) - 1]}
