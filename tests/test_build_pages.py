@@ -108,13 +108,13 @@ def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
 
 def check_links(root: Path, files: dict[str, str]) -> BuildError:
     """The link checker's error on MINIMAL plus files, after the steps a build runs before it."""
-    from tinygpt.build import deploy, links, static
+    from tinygpt.build import checks, deploy, static
 
     ctx = Context(root=make_site(root, {**MINIMAL, **files}), out=root / "out", cache=root / ".cache")
     for step in (static, pages, deploy):
         step.run(ctx)
     with pytest.raises(BuildError) as e:
-        links.run(ctx)
+        checks.run(ctx)
     return e.value
 
 
@@ -162,7 +162,7 @@ def test_a_broken_link_or_inline_style_in_a_template_names_the_template_line(tmp
 
 def test_failed_build_keeps_the_old_dist_and_prints_the_cause_first(tmp_path, capsys):
     site = make_site(tmp_path, MINIMAL)
-    steps = ["static", "pages", "deploy", "links"]
+    steps = ["static", "pages", "deploy", "checks"]
     assert main.build(site, steps=steps)
     dist = site / "dist"
     before = (dist / "docs/guide/index.html").read_text()
@@ -215,7 +215,7 @@ def test_interrupted_build_leaves_no_temporary_folder_and_stale_ones_go(tmp_path
     assert not (site / "dist").exists()
 
 
-STEPS = ["static", "pages", "deploy", "links"]
+STEPS = ["static", "pages", "deploy", "checks"]
 
 
 def child_build(site: Path, kill_at: str = "", exchange: bool = True, **popen) -> subprocess.Popen:

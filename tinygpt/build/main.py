@@ -30,8 +30,7 @@ from pathlib import Path
 from .context import BuildError, Context
 
 ROOT = Path(__file__).resolve().parents[2]
-STEPS = ["corpora", "gallery", "static", "bundle", "shaders", "pages", "deploy", "links"]
-LABELS = {"links": "checks"}  # links.py checks links, inline code and Pages limits
+STEPS = ["corpora", "gallery", "static", "bundle", "shaders", "pages", "deploy", "checks"]
 WATCHED = ["content", "site", "webapp", "shaders", "gallery", "tinygpt/facts.json"]
 LIBC = ctypes.CDLL(None, use_errno=True)
 AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <fcntl.h>, <linux/fs.h>
@@ -95,7 +94,7 @@ def _build(root: Path, steps: list[str]) -> bool:
         for step in steps:
             t = time.perf_counter()
             summary = importlib.import_module(f"tinygpt.build.{step}").run(ctx)
-            print(f"{LABELS.get(step, step):8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)
+            print(f"{step:8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)
             _die_at(f"step:{step}")
         for note in ctx.notes:
             print(f"note: {note}")
@@ -114,7 +113,7 @@ def _build(root: Path, steps: list[str]) -> bool:
         print(f"error: {cause}", file=sys.stderr, flush=True)
         if not isinstance(e, BuildError):  # a bug rather than bad input: show where
             traceback.print_exc()
-        print(f"build failed in step {LABELS.get(step, step)}; {dist.name}/ left as it was", file=sys.stderr)
+        print(f"build failed in step {step}; {dist.name}/ left as it was", file=sys.stderr)
         return False
     finally:
         shutil.rmtree(tmp, ignore_errors=True)  # the old dist/ after an exchange, else a failed build's output

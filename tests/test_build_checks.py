@@ -1,9 +1,9 @@
-"""The link checker: broken links and anchors, inline script/style, Pages limits."""
+"""The checks step: broken links and anchors, inline script/style, Pages limits."""
 from pathlib import Path
 
 import pytest
 
-from tinygpt.build import deploy, links
+from tinygpt.build import checks, deploy
 from tinygpt.build.context import BuildError
 
 
@@ -25,13 +25,13 @@ def test_good_links_anchors_and_folder_urls_pass(tmp_path):
         "feed.xml": "",
     })
     (out / "app.js").write_text("x")
-    assert links.check(out) == 9  # 6 links on the home page, 2 on docs/, 1 script
+    assert checks.check(out) == 9  # 6 links on the home page, 2 on docs/, 1 script
 
 
 def test_without_origins_a_broken_link_is_placed_in_the_html(tmp_path):
     out = site(tmp_path, {"index.html": "", "docs/a/index.html": '<p>\n\n<a href="/docs/b/">b</a>'})
     with pytest.raises(BuildError) as e:
-        links.check(out)
+        checks.check(out)
     assert e.value.where == "dist/docs/a/index.html:3"  # where Markdown and templates wrote it: test_build_pages
     assert "docs/a/index.html: broken link '/docs/b/'" in str(e.value)
 
@@ -39,13 +39,13 @@ def test_without_origins_a_broken_link_is_placed_in_the_html(tmp_path):
 def test_broken_anchor_is_caught(tmp_path):
     out = site(tmp_path, {"index.html": '<a href="/docs/#missing">x</a>', "docs/index.html": '<h2 id="there">t</h2>'})
     with pytest.raises(BuildError, match="broken anchor '/docs/#missing'"):
-        links.check(out)
+        checks.check(out)
 
 
 def test_every_problem_is_listed_not_just_the_first(tmp_path):
     out = site(tmp_path, {"index.html": '<a href="/a/">a</a><img src="/b.png" alt="">'})
     with pytest.raises(BuildError) as e:
-        links.check(out)
+        checks.check(out)
     assert "'/a/'" in str(e.value) and "'/b.png'" in str(e.value)
 
 
@@ -53,32 +53,32 @@ def test_every_problem_is_listed_not_just_the_first(tmp_path):
                                   '<style>p{}</style>', '<button onclick="go()">x</button>'])
 def test_inline_script_and_style_fail_the_build(tmp_path, body):
     with pytest.raises(BuildError, match="CSP"):
-        links.check(site(tmp_path, {"index.html": body}))
+        checks.check(site(tmp_path, {"index.html": body}))
 
 
 def test_json_data_scripts_are_allowed(tmp_path):
-    links.check(site(tmp_path, {"index.html": '<script type="application/json">{"a": 1}</script>'}))
+    checks.check(site(tmp_path, {"index.html": '<script type="application/json">{"a": 1}</script>'}))
 
 
 def test_redirect_targets_must_exist(tmp_path):
     out = site(tmp_path, {"index.html": ""})
     with pytest.raises(BuildError, match="_redirects sends") as e:
-        links.check_redirects(out)
-    source, target, _ = links.REDIRECTS[0]
+        checks.check_redirects(out)
+    source, target, _ = checks.REDIRECTS[0]
     code = Path(deploy.__file__).read_text().split("\n")
     assert e.value.where == "tinygpt/build/deploy.py:%d" % next(
         n for n, line in enumerate(code, 1) if f'"{source}", "{target}"' in line)
-    for _, target, _ in links.REDIRECTS:
+    for _, target, _ in checks.REDIRECTS:
         site(tmp_path, {target.strip("/") + "/index.html": ""})
-    links.check_redirects(out)
+    checks.check_redirects(out)
 
 
 def test_pages_limits(tmp_path, monkeypatch):
     (tmp_path / "big.bin").write_bytes(b"x" * 2048)
-    monkeypatch.setattr(links, "MAX_FILE_BYTES", 1024)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", 1024)
     with pytest.raises(BuildError, match="big.bin .*25 MiB"):
-        links.check_limits(tmp_path)
-    monkeypatch.setattr(links, "MAX_FILE_BYTES", 4096)
-    monkeypatch.setattr(links, "MAX_FILES", 0)
+        checks.check_limits(tmp_path)
+    monkeypatch.setattr(checks, "MAX_FILE_BYTES", 4096)
+    monkeypatch.setattr(checks, "MAX_FILES", 0)
     with pytest.raises(BuildError, match="1 files"):
-        links.check_limits(tmp_path)
+        checks.check_limits(tmp_path)
