@@ -5,7 +5,7 @@
 cli` bundles the Node tools into dist-cli/."""
 import sys
 
-from tinygpt.build.main import main
+from tinygpt.site_build.main import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

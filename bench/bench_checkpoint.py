@@ -26,7 +26,7 @@ from machine import cpu_name
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tinygpt import checkpoint, checkpoint_corpus  # noqa: E402
-from tinygpt.build.node import build_cli  # noqa: E402
+from tinygpt.site_build.node import build_cli  # noqa: E402
 
 MiB = 2**20
 

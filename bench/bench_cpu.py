@@ -39,13 +39,13 @@ from machine import cpu_name  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tinygpt.build.node import node_bundle, relaxed_simd_flags  # noqa: E402
+from tinygpt.site_build.node import node_bundle, relaxed_simd_flags  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "train_cpu.json"
 
 
 def build(dest: Path):
-    from tinygpt.build.bundle import compile_cpu_wasm
+    from tinygpt.site_build.bundle import compile_cpu_wasm
     dest.mkdir(parents=True, exist_ok=True)
     compile_cpu_wasm(ROOT, dest / "cpu.wasm")
     node_bundle(ROOT, ["bench/cpu_node.ts", "webapp/cpu/test/thread_worker.ts"], dest)
@@ -150,7 +150,7 @@ def summarise(runs: list[tuple[int, dict]]) -> tuple[list[dict], list[dict]]:
 
 
 def plot_fields(doc: dict) -> dict:
-    """The speedup page's view (tinygpt/build/plots.py) of a finished run: tokens/s per preset and backend."""
+    """The speedup page's view (tinygpt/site_build/plots.py) of a finished run: tokens/s per preset and backend."""
     def label(r):
         if r["backend"] == "numpy":
             return "numpy reference (BLAS threads)"

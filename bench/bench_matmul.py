@@ -6,7 +6,7 @@ with NaN, at an odd shape and at the smallest timed size; a kernel that fails is
 Times are GPU timestamps around one compute pass of many back-to-back dispatches (wall clock
 when the adapter has no timestamp queries), median of several passes.
 
-Writes content/data/matmul.json (or --out) in the shape tinygpt/build/plots.py documents and
+Writes content/data/matmul.json (or --out) in the shape tinygpt/site_build/plots.py documents and
 prints a table with each figure's ratio to cuBLAS.
 
     python bench/bench_matmul.py                 # 1024^3, 2048^3, 4096^3 and the preset shapes
@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from tinygpt import gpu  # noqa: E402
-from tinygpt.build.node import build_cli, dawn_env  # noqa: E402
+from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name, cuda_torch  # noqa: E402
 

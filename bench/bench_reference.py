@@ -6,7 +6,7 @@ For each preset, full training steps (forward, backward, clipping, AdamW) on
 random batches of the preset's batch_size x block_size tokens, repeated until
 min-seconds have passed (at least one step; one untimed warm-up step where a
 step is quick). Prints tokens/s and writes content/data/reference_cpu.json,
-in the speedup page's plot shape (tinygpt/build/plots.py); each machine (by CPU
+in the speedup page's plot shape (tinygpt/site_build/plots.py); each machine (by CPU
 model and core count) keeps its own entry in "runs", so runs on different
 hosts add up instead of overwriting each other.
 """
@@ -75,7 +75,7 @@ def bench_torch(preset_id, config, batch, min_seconds):
 
 
 def plot_shape(runs: list[dict]) -> dict:
-    """The measured-results shape of tinygpt/build/plots.py (one bar group per preset,
+    """The measured-results shape of tinygpt/site_build/plots.py (one bar group per preset,
     one series per machine and implementation), with the raw runs kept beside it."""
     def machine(r):
         return f"{r['host']['cpu']} x{r['host']['cores']}"

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tinygpt.build import content, pages  # noqa: E402
+from tinygpt.site_build import content, pages  # noqa: E402
 from machine import cpu_name  # noqa: E402
 
 ANCHORS = {"Hugo": 0.17, "Eleventy": 0.48}  # ms/page, quoted by the issue for 4,000 Markdown files

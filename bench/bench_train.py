@@ -23,7 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tinygpt import model  # noqa: E402
-from tinygpt.build.node import build_cli, dawn_env  # noqa: E402
+from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS, preset  # noqa: E402
 from machine import cuda_torch  # noqa: E402
 
@@ -92,7 +92,7 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
 
 
 def plot_fields(doc: dict) -> dict:
-    """The speedup page's view (tinygpt/build/plots.py) of a finished run."""
+    """The speedup page's view (tinygpt/site_build/plots.py) of a finished run."""
     rows = doc["results"]
     def points(key):
         return [{"x": r["preset"], "y": round(r[key]["tokens_per_s"], 1)} for r in rows if r[key] and "tokens_per_s" in r[key]]

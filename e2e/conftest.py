@@ -7,7 +7,7 @@ clearly when dist/ is missing.
 Fixtures
 - `dist` (session): Path of the built dist/ folder.
 - `site_url` (session): base URL ("http://127.0.0.1:PORT", no trailing slash) of
-  dist/ served by tinygpt.build.serve, the same server code as `build.py serve`.
+  dist/ served by tinygpt.site_build.serve, the same server code as `build.py serve`.
 - `browser` (session): Chromium with `--enable-unsafe-webgpu` (a WebGPU adapter:
   SwiftShader on CPU-only machines).
 - `browser_no_webgpu` (session): Chromium without that flag (no adapter on Linux),
@@ -33,7 +33,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from tinygpt.build import serve
+from tinygpt.site_build import serve
 
 ROOT = Path(__file__).resolve().parent.parent
 # Chromium headless as root in a container or CI: no sandbox (it needs a user namespace), and

@@ -123,7 +123,7 @@ def test_no_placeholder_text_on_any_built_page(dist):
 
 
 def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
-    from tinygpt.build import serve
+    from tinygpt.site_build import serve
 
     live = serve.LiveReload()
     server, url = serve.start_in_thread(dist, 0, live)
@@ -140,7 +140,7 @@ def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
 
 
 def test_devlog_home_and_feed_list_posts_newest_first_by_date_and_time(browser, open_page, site_url):
-    from tinygpt.build import content, pages
+    from tinygpt.site_build import content, pages
 
     posts = sorted((p for p in content.load(ROOT) if p.kind == "devlog"), key=pages.published, reverse=True)
     expected = [p.url for p in posts]

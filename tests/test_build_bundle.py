@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import bundle, static
-from tinygpt.build.context import BuildError, Context
+from tinygpt.site_build import bundle, static
+from tinygpt.site_build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -54,7 +54,7 @@ def test_entry_points_are_hashed_esm_with_composed_wgsl_and_json_data(root):
         assert ctx.assets[name].startswith(f"/assets/{name.split('_')[0]}-")
     app = (ctx.out / ctx.assets["app"].lstrip("/")).read_text()
     assert "42" in app
-    # The module as tinygpt/build/wgsl.py composes it: prelude, the file, what it includes.
+    # The module as tinygpt/site_build/wgsl.py composes it: prelude, the file, what it includes.
     assert "alias elem = f32;" in app and "// KERNEL SOURCE" in app and "// PART SOURCE" in app
     assert (ctx.out / (ctx.assets["app"].lstrip("/") + ".map")).exists()
 

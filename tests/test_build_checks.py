@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import checks, deploy
-from tinygpt.build.context import BuildError
+from tinygpt.site_build import checks, deploy
+from tinygpt.site_build.context import BuildError
 
 
 def site(tmp_path, pages: dict[str, str]):
@@ -66,7 +66,7 @@ def test_redirect_targets_must_exist(tmp_path):
         checks.check_redirects(out)
     source, target, _ = checks.REDIRECTS[0]
     code = Path(deploy.__file__).read_text().split("\n")
-    assert e.value.where == "tinygpt/build/deploy.py:%d" % next(
+    assert e.value.where == "tinygpt/site_build/deploy.py:%d" % next(
         n for n, line in enumerate(code, 1) if f'"{source}", "{target}"' in line)
     for _, target, _ in checks.REDIRECTS:
         site(tmp_path, {target.strip("/") + "/index.html": ""})

@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import content
-from tinygpt.build.context import BuildError
+from tinygpt.site_build import content
+from tinygpt.site_build.context import BuildError
 from tinygpt.facts import FACTS
 
 

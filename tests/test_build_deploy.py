@@ -2,7 +2,7 @@
 import datetime
 import xml.etree.ElementTree as ET
 
-from tinygpt.build import deploy, headers
+from tinygpt.site_build import deploy, headers
 
 
 def test_headers_file_sets_isolation_csp_and_caching():

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from tinygpt.build import gallery
-from tinygpt.build.context import BuildError, Context
+from tinygpt.site_build import gallery
+from tinygpt.site_build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
 MAGIC = FACTS["format"]["magic"].encode()

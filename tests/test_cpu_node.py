@@ -15,8 +15,8 @@ import sys
 from pathlib import Path
 
 from tinygpt import conformance
-from tinygpt.build.bundle import compile_cpu_wasm
-from tinygpt.build.node import node_bundle, relaxed_simd_flags
+from tinygpt.site_build.bundle import compile_cpu_wasm
+from tinygpt.site_build.node import node_bundle, relaxed_simd_flags
 from tinygpt.facts import FACTS
 
 ROOT = Path(__file__).resolve().parent.parent

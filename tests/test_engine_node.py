@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from tinygpt import checkpoint, conformance, model
-from tinygpt.build import node
+from tinygpt.site_build import node
 from tinygpt.train import Trainer, TrainConfig
 
 ROOT = Path(__file__).resolve().parent.parent

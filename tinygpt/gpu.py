@@ -1,7 +1,7 @@
 """A narrow wgpu-py runner for the shader modules, used by the kernel tests and benches.
 
 One adapter and device per process; modules composed as the build and the bundle compose them
-(tinygpt/build/wgsl.py), pipelines built once per (module, entry point, override constants).
+(tinygpt/site_build/wgsl.py), pipelines built once per (module, entry point, override constants).
 `run` takes numpy arrays for the storage bindings and the uniform params (binding 0) by name,
 packed in the order facts.json's wgsl.params gives (the engine's own table), dispatches, and
 reads back the bindings asked for.
@@ -15,7 +15,7 @@ from pathlib import Path
 import numpy as np
 import wgpu
 
-from .build import wgsl
+from .site_build import wgsl
 from .facts import FACTS
 
 ROOT = Path(__file__).resolve().parent.parent

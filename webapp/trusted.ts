@@ -1,4 +1,4 @@
-// The one Trusted Types policy. The site's CSP (tinygpt/build/headers.py)
+// The one Trusted Types policy. The site's CSP (tinygpt/site_build/headers.py)
 // requires Trusted Types for script sinks and allows only this policy's name.
 // The app has one such sink, in the page and in the worker alike: the script
 // a Worker starts from, which must be one of the site's own bundles.

@@ -10,7 +10,7 @@ import { $, el } from "./dom";
 import * as fmt from "./format";
 import type { Setup } from "./setup";
 
-/** An entry of /gallery/manifest.json (tinygpt/build/gallery.py checks them at build time). */
+/** An entry of /gallery/manifest.json (tinygpt/site_build/gallery.py checks them at build time). */
 interface GalleryModel {
   id: string;
   title: string;

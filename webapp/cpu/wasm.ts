@@ -8,7 +8,7 @@
 
 import facts from "../../tinygpt/facts.json";
 
-/** The custom section that holds the relaxed-SIMD lever's build (tinygpt/build/bundle.py writes it). */
+/** The custom section that holds the relaxed-SIMD lever's build (tinygpt/site_build/bundle.py writes it). */
 const RELAXED_SECTION = facts.levers.find((l) => l.id === "relaxed-simd")!.wasm_section!;
 
 function readLeb(bytes: Uint8Array, pos: number): [number, number] {

@@ -5,7 +5,7 @@
 // bindings and params (each shaders/ file documents them at its top); its own fields tell the
 // graph how large its buffers are and how its work divides.
 
-// The modules as tinygpt/build/wgsl.py composes them (prelude and #include resolved): every
+// The modules as tinygpt/site_build/wgsl.py composes them (prelude and #include resolved): every
 // bundle writes them to .cache/wgsl/ first.
 import matmul from "../../../.cache/wgsl/matmul.wgsl";
 import matmulVec4 from "../../../.cache/wgsl/matmul_vec4.wgsl";

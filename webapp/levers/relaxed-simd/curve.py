@@ -21,9 +21,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
 from machine import cpu_name  # noqa: E402
-from tinygpt.build.bundle import compile_cpu_wasm  # noqa: E402
-from tinygpt.build.corpora import CORPORA, prepared  # noqa: E402
-from tinygpt.build.node import node_bundle, relaxed_simd_flags  # noqa: E402
+from tinygpt.site_build.bundle import compile_cpu_wasm  # noqa: E402
+from tinygpt.site_build.corpora import CORPORA, prepared  # noqa: E402
+from tinygpt.site_build.node import node_bundle, relaxed_simd_flags  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "cpu_curve.json"

@@ -93,7 +93,7 @@ def _build(root: Path, steps: list[str]) -> bool:
     try:
         for step in steps:
             t = time.perf_counter()
-            summary = importlib.import_module(f"tinygpt.build.{step}").run(ctx)
+            summary = importlib.import_module(f"tinygpt.site_build.{step}").run(ctx)
             print(f"{step:8} {time.perf_counter() - t:5.2f}s  {summary}", flush=True)
             _die_at(f"step:{step}")
         for note in ctx.notes:

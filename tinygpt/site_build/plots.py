@@ -249,7 +249,7 @@ def _check(data, where) -> dict:
         raise BuildError("measured results must be a JSON object", where())
     for key in ("benchmark", "hardware", "date", "command", "series"):
         if key not in data:
-            raise BuildError(f"missing key {key!r} (see tinygpt/build/plots.py for the shape)", where())
+            raise BuildError(f"missing key {key!r} (see tinygpt/site_build/plots.py for the shape)", where())
     if not isinstance(data["series"], list) or not data["series"]:
         raise BuildError("'series' must be a non-empty list", where("series"))
     for i, s in enumerate(data["series"]):

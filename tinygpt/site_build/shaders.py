@@ -1,5 +1,5 @@
 """The shaders step: compile every shader module (shaders/*.wgsl composed with what it
-includes, tinygpt/build/wgsl.py) with real WGSL compilers.
+includes, tinygpt/site_build/wgsl.py) with real WGSL compilers.
 
 Portable WGSL goes through wgpu-py (naga) on whatever adapter exists (lavapipe on
 CPU-only Linux). Every module also goes through Tint, the compiler Chromium
