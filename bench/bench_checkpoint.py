@@ -1,5 +1,5 @@
 """What each .tinygpt reader spends on the costliest inputs the format allows
-(tinygpt.checkpoint_corpus.at_the_limits: headers near max_header_bytes built
+(tests.oracles.checkpoint_corpus.at_the_limits: headers near max_header_bytes built
 to be slow or large to parse), against the spec's bound of 1 s of CPU and
 64 MiB beyond the file. Python is timed in-process (CPU time; peak from
 tracemalloc in a second run), TypeScript by `inspect --stats` in Node (CPU
@@ -25,7 +25,8 @@ from machine import cpu_name
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from tinygpt import checkpoint, checkpoint_corpus  # noqa: E402
+from tests.oracles import checkpoint_corpus  # noqa: E402
+from tinygpt import checkpoint  # noqa: E402
 from tinygpt.site_build.node import build_cli  # noqa: E402
 
 MiB = 2**20
@@ -79,7 +80,7 @@ def main():
         "hardware": f"{cpu_name()}, Python {platform.python_version()}, Node {node}",
         "date": datetime.date.today().isoformat(),
         "command": "python bench/bench_checkpoint.py " + shlex.join(sys.argv[1:]),
-        "x_label": "input (tinygpt/checkpoint_corpus.py, at_the_limits)",
+        "x_label": "input (tests/oracles/checkpoint_corpus.py, at_the_limits)",
         "series": series,
         "rows": rows,
         "notes": f"Medians of {args.rounds} runs. The bound is 1,000 ms of CPU and 64 MiB beyond the file. Python's "

@@ -101,10 +101,10 @@ def bench_numpy(preset_id: str, seconds: float) -> dict:
 
 
 def bench_torch(preset_id: str, threads: int, seconds: float) -> dict:
-    """The same model, initialisation and step in PyTorch eager (tinygpt/torch_model.py)."""
+    """The same model, initialisation and step in PyTorch eager (tests/oracles/torch_model.py)."""
     import torch
     from tinygpt import model
-    from tinygpt.torch_model import adamw, torch_loss
+    from tests.oracles.torch_model import adamw, torch_loss
     from tinygpt.train import TrainConfig
     torch.set_num_threads(threads)
     cfg, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)

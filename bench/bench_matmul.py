@@ -31,7 +31,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tinygpt import gpu  # noqa: E402
+from tests.oracles import gpu  # noqa: E402
 from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name, cuda_torch  # noqa: E402

@@ -58,7 +58,7 @@ def bench_numpy(preset_id, config, batch, min_seconds):
 def bench_torch(preset_id, config, batch, min_seconds):
     import torch
 
-    from tinygpt.torch_model import adamw, torch_loss
+    from tests.oracles.torch_model import adamw, torch_loss
 
     tc = TrainConfig.from_preset(preset_id)
     P = {k: torch.tensor(v, requires_grad=True) for k, v in model.init_params(config, 0).items()}

@@ -53,11 +53,11 @@ def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict
 
 
 def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
-    """The same model, initialisation and step in PyTorch eager (tinygpt/torch_model.py)."""
+    """The same model, initialisation and step in PyTorch eager (tests/oracles/torch_model.py)."""
     torch = cuda_torch()
     if torch is None:
         return None
-    from tinygpt.torch_model import adamw, torch_loss
+    from tests.oracles.torch_model import adamw, torch_loss
     from tinygpt.train import TrainConfig
     config, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
     B, T = tc.batch_size, config.block_size

@@ -4,7 +4,7 @@ size cap is refused before any of it is read."""
 from playwright.sync_api import expect
 
 from appdriver import open_app, wait_state
-from tinygpt import checkpoint_corpus as corpus
+from tests.oracles import checkpoint_corpus as corpus
 from tinygpt.facts import FACTS
 
 

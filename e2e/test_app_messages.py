@@ -5,7 +5,7 @@ import pytest
 from playwright.sync_api import expect
 
 from appdriver import open_app, wait_for, wait_state
-from tinygpt import checkpoint_corpus as corpus
+from tests.oracles import checkpoint_corpus as corpus
 from tinygpt.facts import FACTS
 
 SHOWN = FACTS["app"]["messages_shown"]

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tinygpt import checkpoint, checkpoint_corpus as corpus, model
+from tests.oracles import checkpoint_corpus as corpus
+from tinygpt import checkpoint, model
 from tinygpt.checkpoint import CheckpointError
 from tinygpt.facts import FACTS
 from tinygpt.train import Trainer, TrainConfig
@@ -153,9 +154,9 @@ def test_writer_thins_a_long_history_to_the_cap_keeping_the_newest():
 def test_corpus_is_what_the_generator_writes():
     cases = corpus.cases()
     committed = sorted(p.name for p in corpus.DIR.glob("*.tinygpt"))
-    assert committed == sorted(f"{label}.tinygpt" for label in cases), "run `python -m tinygpt.checkpoint_corpus`"
+    assert committed == sorted(f"{label}.tinygpt" for label in cases), "run `python -m tests.oracles.checkpoint_corpus`"
     for label, (buf, _) in cases.items():
-        assert (corpus.DIR / f"{label}.tinygpt").read_bytes() == buf, f"{label}: run `python -m tinygpt.checkpoint_corpus`"
+        assert (corpus.DIR / f"{label}.tinygpt").read_bytes() == buf, f"{label}: run `python -m tests.oracles.checkpoint_corpus`"
     assert (corpus.DIR / "index.json").read_text() == corpus.index(cases)
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tinygpt import checkpoint, checkpoint_corpus as corpus
+from tests.oracles import checkpoint_corpus as corpus
+from tinygpt import checkpoint
 from tinygpt.site_build.node import build_cli
 from tinygpt.facts import FACTS
 

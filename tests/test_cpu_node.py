@@ -3,7 +3,7 @@ build does, bundle webapp/cpu/test/*.test.ts and the relaxed-SIMD lever's
 tests (webapp/levers/relaxed-simd/*.test.ts) with esbuild, run `node --test`
 with relaxed SIMD on (Node 20 needs the flag). The Node tests run the backend
 conformance suite (webapp/engine/test/conformance.ts: the golden fixture, a
-resumed run, the shapes tinygpt/conformance.py writes here) on the plain and
+resumed run, the shapes tests/oracles/conformance.py writes here) on the plain and
 the relaxed-SIMD build and on two threads sharing memory; the gate refusing a
 relaxed build made wrong on purpose here; micro-batching, the fallback to one
 thread, and bad input. This file also runs the gate's training check on the
@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tinygpt import conformance
+from tests.oracles import conformance
 from tinygpt.site_build.bundle import compile_cpu_wasm
 from tinygpt.site_build.node import node_bundle, relaxed_simd_flags
 from tinygpt.facts import FACTS

@@ -2,7 +2,7 @@
 webapp/levers/*.test.ts with esbuild, run `node --test` on Dawn with
 SwiftShader's Vulkan driver. The Node tests run the backend conformance suite
 (webapp/engine/test/conformance.ts: the golden fixture, a resumed run, the
-shapes tinygpt/conformance.py writes here) on the WebGPU backend, and check the
+shapes tests/oracles/conformance.py writes here) on the WebGPU backend, and check the
 lever framework (the GPU gate's mutation proof), checkpoint round trips,
 version 1 files, corrupt-file messages; this file adds the Python side: Node
 reads the Python writer's file and re-saves it, Python reads both back, and
@@ -15,7 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tinygpt import checkpoint, conformance, model
+from tests.oracles import conformance
+from tinygpt import checkpoint, model
 from tinygpt.site_build import node
 from tinygpt.train import Trainer, TrainConfig
 

@@ -1,4 +1,4 @@
-"""tests/fixtures/golden_tiny.json is exactly what `python -m tinygpt.golden` generates, and sane."""
+"""tests/fixtures/golden_tiny.json is exactly what `python -m tests.oracles.golden` generates, and sane."""
 import base64
 import json
 import math
@@ -6,7 +6,8 @@ import math
 import numpy as np
 import pytest
 
-from tinygpt import golden, model
+from tests.oracles import golden
+from tinygpt import model
 
 COMMITTED = json.loads(golden.PATH.read_text())
 

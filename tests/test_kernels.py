@@ -14,7 +14,7 @@ from tinygpt import model, train
 from tinygpt.facts import FACTS
 
 try:
-    from tinygpt import gpu
+    from tests.oracles import gpu
     gpu.device()
 except Exception as e:  # no wgpu or no adapter: a visible skip, not a pass
     pytest.skip(f"no WebGPU adapter for wgpu-py: {e}", allow_module_level=True)

@@ -10,7 +10,7 @@ import pytest
 from tinygpt import model, train
 
 torch = pytest.importorskip("torch", reason="PyTorch not importable: parity with its autograd not checked here")
-from tinygpt.torch_model import adamw, torch_loss  # noqa: E402
+from tests.oracles.torch_model import adamw, torch_loss  # noqa: E402
 
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=2, n_embd=32, n_head=4, block_size=16)
 

@@ -5,7 +5,7 @@ the shaders share with the host: the element type (`alias elem = f32;`, or f16 w
 moved to the top, as WGSL wants them before any declaration.
 
 One implementation, used by the build's shader check (naga, Tint), the bundle (esbuild imports
-the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (tinygpt/gpu.py).
+the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (tests/oracles/gpu.py).
 Lines are copied whole, so a composed line:col maps back to the file and line it came from.
 """
 import os

@@ -4,12 +4,12 @@
 // webapp/engine/test/gpu.test.ts for WebGPU and each GPU lever's table,
 // webapp/cpu/test/backend.test.ts for WebAssembly in both SIMD builds and on
 // two threads. The cases:
-// - golden replay (tests/fixtures/golden_tiny.json, `python -m tinygpt.golden`):
+// - golden replay (tests/fixtures/golden_tiny.json, `python -m tests.oracles.golden`):
 //   the initial logits, 20 pipelined steps, the final weights, Adam moments and
 //   loss, and a greedy sample;
 // - resume: ten steps, a .tinygpt file, a fresh backend from it through the
 //   Trainer; the next ten steps and the validation loss repeat exactly;
-// - other shapes (tinygpt/conformance.py, written by the Python harness into
+// - other shapes (tests/oracles/conformance.py, written by the Python harness into
 //   TINYGPT_CONFORMANCE): odd sizes, sizes no multiple of 4 and a batch long
 //   enough to split reductions; a backend may refuse a shape at creation, with
 //   the message it declares (Subject.refuses), and otherwise must match.
@@ -63,10 +63,10 @@ export interface Reference {
 export const REFERENCES = ["odd", "unaligned", "split"];
 
 const goldenPath = fixture("golden_tiny.json");
-const golden = (): Golden => readJson<Golden>(goldenPath ?? assert.fail("tests/fixtures/golden_tiny.json is missing (python -m tinygpt.golden)"));
+const golden = (): Golden => readJson<Golden>(goldenPath ?? assert.fail("tests/fixtures/golden_tiny.json is missing (python -m tests.oracles.golden)"));
 
 export function reference(name: string): Reference {
-  const dir = process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE must name the folder tinygpt/conformance.py wrote (the Python harness sets it)");
+  const dir = process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE must name the folder tests/oracles/conformance.py wrote (the Python harness sets it)");
   return readJson<Reference>(join(dir, `${name}.json`));
 }
 

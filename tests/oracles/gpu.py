@@ -15,10 +15,10 @@ from pathlib import Path
 import numpy as np
 import wgpu
 
-from .site_build import wgsl
-from .facts import FACTS
+from tinygpt.facts import FACTS
+from tinygpt.site_build import wgsl
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 STORAGE = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
 
 

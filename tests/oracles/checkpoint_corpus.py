@@ -1,6 +1,6 @@
 """The checkpoint corpus: good and bad .tinygpt files with the verdict each reader must reach.
 
-    python -m tinygpt.checkpoint_corpus      # rewrites tests/fixtures/checkpoints/
+    python -m tests.oracles.checkpoint_corpus      # rewrites tests/fixtures/checkpoints/
 
 Every file is built here from known tensors and a known header, then broken in
 one way (or bent in a way the spec allows). index.json lists each file with what
@@ -28,7 +28,7 @@ import numpy as np
 from tinygpt import checkpoint, model
 from tinygpt.facts import FACTS
 
-DIR = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "checkpoints"
+DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "checkpoints"
 FORMAT = FACTS["format"]
 ERRORS = FORMAT["errors"]
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=1, n_embd=4, n_head=1, block_size=2)
@@ -448,7 +448,7 @@ def at_the_limits() -> dict[str, bytes]:
 def index(corpus: dict[str, tuple[bytes, dict]]) -> str:
     entries = [{"file": f"{label}.tinygpt", **expected} for label, (_, expected) in corpus.items()]
     return json.dumps({"format": "tinygpt-checkpoint-corpus", "version": 1,
-                       "generator": "python -m tinygpt.checkpoint_corpus", "cases": entries}, indent=1) + "\n"
+                       "generator": "python -m tests.oracles.checkpoint_corpus", "cases": entries}, indent=1) + "\n"
 
 
 def main():

@@ -1,6 +1,6 @@
 """Golden numbers from the numpy reference, for every engine to reproduce.
 
-    python -m tinygpt.golden            # rewrites tests/fixtures/golden_tiny.json
+    python -m tests.oracles.golden            # rewrites tests/fixtures/golden_tiny.json
 
 A tiny model is trained for 20 steps in float32 (what the engines match) and
 again in float64 from the same float32 start (how far float32 rounding alone
@@ -52,7 +52,7 @@ import numpy as np
 from tinygpt import model
 from tinygpt.train import Trainer, TrainConfig, lr_at
 
-PATH = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "golden_tiny.json"
+PATH = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "golden_tiny.json"
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=2, n_embd=32, n_head=2, block_size=16)
 TRAIN = TrainConfig(batch_size=4, lr=1e-2, warmup_steps=5, seed=1337)
 STEPS = 20
@@ -128,7 +128,7 @@ def generate() -> dict:
     return {
         "format": "tinygpt-golden",
         "version": 1,
-        "generator": "python -m tinygpt.golden",
+        "generator": "python -m tests.oracles.golden",
         "config": CONFIG.to_dict(),
         "train": TRAIN.to_dict(),
         "param_count": model.param_count(CONFIG),
