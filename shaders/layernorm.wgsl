@@ -16,7 +16,7 @@
 //            10 dbias [C] (read_write).
 //   workgroup 256 (32 columns x 8 row slices); dispatch (ceil(C/32), S, 1). With S > 1 the rows
 //   are cut into S runs and workgroup row y writes its run's sums to dweight[y·C ..] and
-//   dbias[y·C ..] (each S·C floats), for matmul_colsum to add: ceil(C/32) workgroups alone
+//   dbias[y·C ..] (each S·C floats), for colsum to add: ceil(C/32) workgroups alone
 //   cannot fill a GPU when there are many rows.
 //
 // Params: rows (u32), C (u32), eps (f32), flags (u32: bit 1 ACCUMULATE, for backward_dx).

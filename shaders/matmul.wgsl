@@ -10,11 +10,11 @@
 //           binding 3: bias (storage, read)        [N]; read only when flags has BIAS, else bind any
 //                                                  buffer but c (a writable binding must not alias)
 //           binding 4: c    (storage, read_write)  [M,N]; read first when flags has ACCUMULATE
-// matmul_colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, rows summed in a
-//   fixed order (deterministic). Bindings 0 params (M rows, N cols), 1 a [M,N], 4 c [N].
+// colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, and the sum of a
+//   split's partial results (any op's, not only a matmul's), rows summed in a fixed order (deterministic). Bindings 0 params (M rows, N cols), 1 a [M,N], 4 c [N].
 //   workgroup 256; dispatch (ceil(N/64), S, 1). With S > 1 the rows are cut into S runs and
 //   workgroup row y writes its run's sums to c[y·N ..] (S·N elements, flags 0), for a second
-//   matmul_colsum over those S rows: ceil(N/64) workgroups alone cannot fill a GPU.
+//   colsum over those S rows: ceil(N/64) workgroups alone cannot fill a GPU.
 
 #include "lib/matmul_tile.wgsl"
 
@@ -63,7 +63,7 @@ fn store4(out: u32, m: u32, n: u32, v: vec4<elem>) {
 }
 
 @compute @workgroup_size(256)
-fn matmul_colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+fn colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                  @builtin(local_invocation_index) t: u32) {
   let n = wg.x * 64u + t % 64u;
   let rows = split_range(wg.y, nwg.y, p.M, 1u);

@@ -148,23 +148,23 @@ def test_matmul_split_k(rng, shader, entry, block, K, S):
     parts = out.reshape(S, M * N)
     assert np.isfinite(parts).all()
     check("matmul", parts.astype(np.float64).sum(0), A.astype(np.float64) @ B)
-    # The engine adds the partials with matmul_colsum, as a [S, M·N] matrix.
-    summed = gpu.run("matmul", "matmul_colsum", mm_params(S, M * N, 0), {1: parts, 4: nans(M * N)},
+    # The engine adds the partials with colsum, as a [S, M·N] matrix.
+    summed = gpu.run("matmul", "colsum", mm_params(S, M * N, 0), {1: parts, 4: nans(M * N)},
                      (-(-M * N // 64), 1, 1), out=[4])[4]
     check("matmul", summed, A.astype(np.float64) @ B)
 
 
 @pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
-def test_matmul_colsum(rng, M, N):
+def test_colsum(rng, M, N):
     A, C0 = randn(rng, M, N), randn(rng, N)
     groups = (-(-N // 64), 1, 1)
-    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
+    out = gpu.run("matmul", "colsum", mm_params(M, N, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0))
-    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
+    out = gpu.run("matmul", "colsum", mm_params(M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0) + C0)
     # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
     S = min(M, 7)
-    out = gpu.run("matmul", "matmul_colsum", mm_params(M, N, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
+    out = gpu.run("matmul", "colsum", mm_params(M, N, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
     check("matmul", out.reshape(S, N).astype(np.float64).sum(0), A.astype(np.float64).sum(0))
 
 

@@ -8,7 +8,7 @@
 // matmul_tn  C[M,N] = A[K,M]ᵀ·B[K,N]    weight gradient dW = xᵀ·dy
 //   workgroup 256; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
 //   Split K: with S > 1, workgroup z sums its own run of K and stores to c[z·M·N ..], S partial
-//   products that matmul_colsum then adds in a fixed order (deterministic, no atomics); c holds
+//   products that colsum then adds in a fixed order (deterministic, no atomics); c holds
 //   S·M·N elements and flags must be 0.
 //
 // Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result).

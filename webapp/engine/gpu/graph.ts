@@ -14,12 +14,14 @@ const EPS = FACTS.model.layernorm_eps;
 // Gradients summed over every position of the batch (a weight gradient's K, the rows of a bias
 // or LayerNorm parameter gradient) have small grids. One whose grid is below FILL workgroups is
 // cut into runs of at least MIN_RUN rows (or k steps) summed apart, into the partials buffer,
-// and matmul_colsum adds the partials in a fixed order: enough workgroups to keep a large GPU's
+// and colsum adds the partials in a fixed order: enough workgroups to keep a large GPU's
 // multiprocessors busy (the H200 has 132), for the price of writing and reading the partials.
 const FILL = 512;
 const MIN_RUN = 256;
 const MAX_SPLITS = 64;
-const COLSUM_MAX_N = 64 * 65535; // matmul_colsum's one-dimensional grid
+/** A matmul's sizes: out[M,N] over K. */
+type MNK = { M: number; N: number; K: number };
+const COLSUM_MAX_N = 64 * 65535; // colsum's one-dimensional grid
 // Tokens and targets are u32; the split partials, the parameters and the loss stay f32 whatever
 // the kernels' activations are.
 const U32 = 4;
@@ -115,7 +117,7 @@ export class Graph {
   /**
    * Runs `op` cuts its reduction of `run` rows (or k steps) into, by the kernel's own fields:
    * 1 where it cannot split or its grid already fills the GPU. Its `outputs` sums a run are
-   * added by matmul_colsum, whose grid bounds them.
+   * added by colsum, whose grid bounds them.
    */
   private splits(op: Op, sizes: Sizes, run: number, outputs: number): number {
     const kernel = this.kernels[op];
@@ -131,7 +133,7 @@ export class Graph {
 
   /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
   private colsumSplits(rows: number, N: number): number {
-    return this.splits("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, rows, N);
+    return this.splits("colsum", { M: rows, N, K: 0, flags: 0 }, rows, N);
   }
 
   /** Runs the rows are cut into for LayerNorm's parameter gradients. */
@@ -183,19 +185,20 @@ export class Graph {
     return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
-  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, M: number, K: number, N: number): void {
+  /** out[M,N] = x[M,K]·W + b; every linear helper takes its sizes by name, as the matmul's M, N, K. */
+  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK): void {
     mm(r, "nn", { M, N, K, flags: BIAS }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out });
   }
 
   /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
-  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, M: number, K: number, N: number, accumulate = false): void {
-    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), K, N, M);
+  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
+    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M });
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
     if (dx) mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, { 1: dy, 2: this.w(`${prefix}.weight`), 3: dy, 4: dx });
   }
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
-  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, M: number, N: number, K: number): void {
+  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK): void {
     const op = matmulOp("tn", M, N, K);
     const S = this.kSplits(op, M, N, K);
     if (S === 1) {
@@ -204,19 +207,19 @@ export class Graph {
     }
     const partials = this.partials(S * M * N);
     r.op(op, { M, N, K, flags: 0, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
-    r.op("matmul_colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    r.op("colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
   private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
     const S = this.colsumSplits(rows, N);
     if (S === 1) {
-      r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
+      r.op("colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
       return;
     }
     const partials = this.partials(S * N);
-    r.op("matmul_colsum", { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
-    r.op("matmul_colsum", { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    r.op("colsum", { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
+    r.op("colsum", { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer): void {
@@ -234,8 +237,8 @@ export class Graph {
       const pw = this.partials(S * sizes.C);
       const pb = this.partials(S * sizes.C, this.lnBiasOffset(S));
       r.op("layernorm_backward_params", { ...sizes, splits: S }, { 1: x, 5: mean, 6: rstd, 7: dout, 9: pw, 10: pb });
-      r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
-      r.op("matmul_colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
+      r.op("colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
+      r.op("colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
     }
     r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }
@@ -252,16 +255,16 @@ export class Graph {
       const pre = `blocks.${l}`;
       const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
       this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd);
-      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, BT, C, C);
-      this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, BT, C, C);
-      this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, BT, C, C);
+      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, { M: BT, K: C, N: C });
+      this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, { M: BT, K: C, N: C });
+      this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, { M: BT, K: C, N: C });
       r.op("attention_forward", { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
-      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, BT, C, C);
+      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
       r.op("residual_add", { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
       this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
-      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, BT, C, 4 * C);
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C });
       r.op("gelu_forward", { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
-      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, BT, 4 * C, C);
+      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C });
       r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
@@ -284,24 +287,24 @@ export class Graph {
     const BT = B * T;
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
-    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), V, C, BT);
+    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT });
     mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, { 1: d.logits, 2: this.w("token_embedding.weight"), 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.gelu, BT, 4 * C, C);
+      this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.gelu, { M: BT, K: 4 * C, N: C });
       r.op("gelu_backward", { n: BT * 4 * C }, { 1: a.fc, 3: d.gelu, 4: d.fc });
-      this.linearBackward(r, a.ln2, d.fc, `${pre}.mlp.fc_in`, d.ln, BT, C, 4 * C);
+      this.linearBackward(r, a.ln2, d.fc, `${pre}.mlp.fc_in`, d.ln, { M: BT, K: C, N: 4 * C });
       this.layernormBackward(r, a.resMid, `${pre}.ln2`, a.ln2Mean, a.ln2Rstd, d.ln, d.res, true);
-      this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, BT, C, C);
+      this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, { M: BT, K: C, N: C });
       const sizes = { B, T, C, n_head };
       r.op("attention_backward_delta", sizes, { 6: d.att, 11: a.att, 7: d.delta });
       r.op("attention_backward_dq", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
       r.op("attention_backward_dkdv", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
-      this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, BT, C, C);
-      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, BT, C, C, true);
-      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, BT, C, C, true);
+      this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, { M: BT, K: C, N: C });
+      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, { M: BT, K: C, N: C }, true);
+      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, true);
       this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
     }
     r.op("embedding_backward_wte", { B, T, C, V, flags: ACCUMULATE }, { 1: this.tokens, 5: d.res, 6: this.g("token_embedding.weight") });

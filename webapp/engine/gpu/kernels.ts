@@ -41,7 +41,7 @@ export interface Kernel {
   elementBytes: number;
   /**
    * Whether it takes a dispatch size `splits` > 1 and cuts its reduction (a matmul's K, a column
-   * sum's rows) into that many runs, their partial results for matmul_colsum to add (see its shader).
+   * sum's rows) into that many runs, their partial results for colsum to add (see its shader).
    */
   split: boolean;
   workgroups: (s: Sizes) => Workgroups;
@@ -81,7 +81,7 @@ export const F32_KERNELS = {
   matmul_vec4_nt_64: tiled("matmul_vec4", "nt", 64),
   matmul_vec4_tn_64: tiled("matmul_vec4", "tn", 64),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
-  matmul_colsum: kernel("matmul", "matmul_colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
+  colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
   layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
