@@ -1,8 +1,9 @@
-// The "This device" panel: what WebGPU offers, which backend will run, and the
-// capability pills. A lever's pill shows exactly when the worker's numerics
-// gate passed it here (its verdict); every verdict is listed with its reason,
-// and detected features of levers with no verdict (not built yet, or for the
-// other backend) are listed as available, not used.
+// The "This device" panel: what WebGPU and WebAssembly offer here, each
+// lever's numerics-gate verdict with its reason, and the pills, which name the
+// path that runs: the loaded model's backend and only the paths it runs, or,
+// with no model loaded, what a new run would get (the chosen backend and the
+// levers that passed the gate for it). Detected features of levers with no
+// verdict (not built yet) are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
 import type { Caps } from "../worker/protocol";
 import { $, el } from "./dom";
@@ -19,6 +20,38 @@ function pill(label: string, explainerKey: string, kind: string): HTMLElement {
     node.setAttribute("aria-label", `${label}: what this means`);
   }
   return node;
+}
+
+export type BackendKind = "webgpu" | "wasm";
+
+/** What runs: a backend and the optional paths (facts.backends threads, facts.levers ids) it runs. */
+export interface RunPath {
+  kind: BackendKind;
+  paths: readonly string[];
+}
+
+/** What a new run on `kind` would get here: its threads, and its levers that passed the gate. */
+export function plannedPath(caps: Caps, kind: BackendKind): RunPath {
+  const threads = kind === "wasm" && caps.crossOriginIsolated && caps.threads > 1 ? ["threads"] : [];
+  const levers = facts.levers.filter((l) => l.backend === kind && caps.levers[l.id]?.pass).map((l) => l.id);
+  return { kind, paths: [...threads, ...levers] };
+}
+
+export function showPills(path: RunPath): void {
+  const pills = $("#pills");
+  pills.replaceChildren();
+  pills.dataset.backend = path.kind;
+  const add = (label: string, key: string, kind: string) => {
+    const li = el("li");
+    li.append(pill(label, key, kind));
+    pills.append(li);
+  };
+  add(backendPill(path.kind), path.kind, "backend");
+  for (const id of path.paths) {
+    const lever = facts.levers.find((l) => l.id === id);
+    if (lever) add(lever.pill, id, "lever");
+    else add(`+${backendPill(id)}`, id, "backend");
+  }
 }
 
 export function showCaps(caps: Caps): void {
@@ -39,20 +72,6 @@ export function showCaps(caps: Caps): void {
   const cpu = `${caps.wasmSimd ? "SIMD" : "no SIMD"}, ${caps.crossOriginIsolated ? `up to ${caps.threads} threads` : "one thread (page not cross-origin isolated)"}`;
   details.append(el("dt", {}, "WebAssembly"), el("dd", {}, cpu));
 
-  const pills = $("#pills");
-  pills.replaceChildren();
-  const add = (label: string, key: string, kind: string) => {
-    const li = el("li");
-    li.append(pill(label, key, kind));
-    pills.append(li);
-  };
-  if (caps.webgpu) add(backendPill("webgpu"), "webgpu", "backend");
-  else {
-    add(backendPill("wasm"), "wasm", "backend");
-    if (caps.crossOriginIsolated && caps.threads > 1) add(`+${backendPill("threads")}`, "threads", "backend");
-  }
-  for (const lever of facts.levers) if (caps.levers[lever.id]?.pass) add(lever.pill, lever.id, "lever");
-
   const checked = facts.levers.filter((l) => caps.levers[l.id]);
   if (checked.length) {
     const list = el("ul", { id: "caps-gate" });
@@ -71,5 +90,4 @@ export function showCaps(caps: Caps): void {
     details.append(el("dt", {}, "Available, not used yet"), el("dd", { id: "caps-unused" }, unused.join(", ")));
   }
   box.dataset.webgpu = caps.webgpu ? "yes" : "no";
-  box.dataset.backend = caps.webgpu ? "webgpu" : "wasm";
 }

@@ -2,8 +2,8 @@
 // and wires the trainer UI to the worker's messages.
 import "./app.css";
 import { plainWords } from "../worker/errors";
-import type { Status } from "../worker/protocol";
-import { showCaps } from "./caps";
+import type { Caps, Status } from "../worker/protocol";
+import { type BackendKind, plannedPath, showCaps, showPills } from "./caps";
 import { WorkerClient } from "./client";
 import { confirmDiscard } from "./confirm";
 import { CorpusError, CorpusPicker } from "./corpus";
@@ -29,7 +29,17 @@ new SampleView(client, error);
 
 const MEASURE_DELAY_MS = 1500;
 let status: Status | null = null;
-let capsKnown = false;
+let caps: Caps | null = null;
+/** What Best available means here, once the worker has measured it. */
+let best: BackendKind | null = null;
+
+/** The pills name what runs: the loaded model's backend and paths, else what a new run would get. */
+function refreshPills(): void {
+  if (status?.backend) return showPills({ kind: status.backend as BackendKind, paths: status.paths });
+  if (!caps) return;
+  const choice = setup.backend();
+  showPills(plannedPath(caps, choice !== "auto" ? choice : best ?? (caps.webgpu ? "webgpu" : "wasm")));
+}
 
 function button(id: string): HTMLButtonElement {
   return $<HTMLButtonElement>(`#${id}`);
@@ -68,6 +78,7 @@ function applyStatus(s: Status): void {
   button("btn-export").disabled = !(still && loaded);
   for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
   progress.setStatus(s);
+  refreshPills();
   setup.showLoaded(still ? s.model : null, s.step, fromFile());
   if (idle) measureSelection();
 }
@@ -82,7 +93,7 @@ function measureSelection(): void {
   checkSelection();
   clearTimeout(measureTimer);
   measureTimer = window.setTimeout(() => {
-    if (!capsKnown || (status && status.state !== "empty" && status.state !== "ready")) return;
+    if (caps === null || (status && status.state !== "empty" && status.state !== "ready")) return;
     let key: string;
     try {
       key = setup.measureKey();
@@ -97,17 +108,22 @@ function measureSelection(): void {
 }
 const pendingMeasure = new Set<string>();
 
-/** Asks the worker at once whether the selected shape fits this device (its answer shows before Start). */
+/**
+ * Asks the worker at once what each size would hold on the chosen backend and
+ * whether the selected one fits this device (its answer shows before Start).
+ */
 function checkSelection(): void {
-  let key: string;
+  let requests;
   try {
-    key = setup.measureKey();
+    requests = setup.fitRequests();
   } catch {
-    return setup.showNote();
+    return setup.showNote(); // an invalid custom shape or batch: its error is shown beside the fields
   }
-  if (setup.fits.has(key)) return setup.showNote();
-  const { model, train } = setup.config();
-  client.send({ type: "check", key, model, batch: train.batch_size, backend: setup.backend() });
+  for (const { key, model, batch } of requests) {
+    const known = setup.fits.get(key);
+    if (known) setup.showFit(key, known);
+    else client.send({ type: "check", key, model, batch, backend: setup.backend() });
+  }
 }
 
 /** A new run on the chosen text: "start" a fresh model, or "continueFile" the loaded file's model. */
@@ -144,15 +160,18 @@ client.on("message", (m) => {
   messages.show(m.level, m.text, actions);
 });
 client.on("caps", (m) => {
+  caps = m.caps;
   showCaps(m.caps);
-  capsKnown = true;
+  refreshPills();
   measureSelection();
 });
 client.on("best", (m) => {
   setup.showBest(m.kind, m.reason);
+  best = m.kind;
+  refreshPills();
   checkSelection();
 });
-client.on("checked", (m) => setup.showFit(m.key, m.problem, m.note));
+client.on("checked", ({ type: _, key, ...fit }) => setup.showFit(key, fit));
 client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));
@@ -182,7 +201,10 @@ button("btn-resume").addEventListener("click", () => {
     error((e as Error).message);
   }
 });
-$("#backend").addEventListener("change", () => measureSelection());
+$("#backend").addEventListener("change", () => {
+  refreshPills();
+  measureSelection();
+});
 
 wireMetricExplainers();
 keepFocus(root);

@@ -56,7 +56,9 @@ export class ProgressView {
 
   setStatus(s: Status): void {
     this.status = s;
-    $("#stat-backend").textContent = s.backend ? `${backendName(s.backend)}${s.device ? ` · ${s.device}` : ""}` : "–";
+    // The memory is the backend's own count of what it holds (Backend.residentBytes).
+    const held = s.residentBytes === null ? "" : ` · holds ${fmt.bytes(s.residentBytes)}`;
+    $("#stat-backend").textContent = s.backend ? `${backendName(s.backend)}${s.device ? ` · ${s.device}` : ""}${held}` : "–";
     $("#stat-backend").dataset.backend = s.backend ?? "";
     if (s.model) $("#stat-step").textContent = s.steps ? `${s.step} / ${s.steps}` : String(s.step);
     if (s.state !== "training") this.badge.hidden = true;

@@ -1,9 +1,10 @@
 // The model and run settings: presets from the shared facts with their size,
 // memory and measured time per step, a custom shape, and the run options,
 // with the seed, learning rate, warm-up and batch under Advanced for every size.
-import { checkModelConfig, defaultTrainConfig, estimatedTrainingBytes, paramCount, presets } from "../engine/model";
+import { checkModelConfig, defaultTrainConfig, paramCount, presets } from "../engine/model";
 import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
+import type { Fit } from "../worker/fit";
 import type { BackendChoice, Intervals, RunSettings } from "../worker/protocol";
 import { $ } from "./dom";
 import { bytes, count, duration, msPerStep } from "./format";
@@ -19,7 +20,9 @@ const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
 export class Setup {
   readonly measured = new Map<string, number>();
   /** What the worker said about each shape's fit to this device's limits (worker/fit.ts). */
-  readonly fits = new Map<string, { problem: string | null; note: string | null }>();
+  readonly fits = new Map<string, Fit>();
+  /** The key of the fit each size's card shows the memory of (the last asked for it). */
+  private readonly memoryKeys = new Map<string, string>();
 
   constructor(onChange: () => void) {
     for (const input of document.querySelectorAll<HTMLInputElement>("input[name=preset]")) {
@@ -42,7 +45,6 @@ export class Setup {
     }
     for (const p of presets()) {
       $(`[data-preset-params="${p.id}"]`).textContent = `${count(paramCount(p.model))} parameters`;
-      $(`[data-preset-memory="${p.id}"]`).textContent = `≈ ${bytes(estimatedTrainingBytes(p.model, p.train.batch_size))} while training`;
     }
     this.describeCustom();
   }
@@ -163,7 +165,6 @@ export class Setup {
     try {
       const model = this.customModel();
       $('[data-preset-params="custom"]').textContent = `${count(paramCount(model))} parameters`;
-      $('[data-preset-memory="custom"]').textContent = `≈ ${bytes(estimatedTrainingBytes(model, intField("batch", "Batch", 1, 256)))} while training`;
       error.textContent = "";
     } catch (e) {
       $('[data-preset-params="custom"]').textContent = "";
@@ -172,10 +173,34 @@ export class Setup {
     }
   }
 
-  /** A key naming the shape, batch and backend a time-per-step figure belongs to. */
+  /** A key naming the shape, batch and backend a time-per-step figure or a fit belongs to. */
   measureKey(): string {
     const { model, train } = this.config();
-    return `${this.presetId()}:${model.n_layer}x${model.n_embd}x${model.n_head}x${model.block_size}:b${train.batch_size}:${this.backend()}`;
+    return this.key(this.presetId(), model, train.batch_size);
+  }
+
+  private key(id: string, model: ModelConfig, batch: number): string {
+    return `${id}:${model.n_layer}x${model.n_embd}x${model.n_head}x${model.block_size}:b${batch}:${this.backend()}`;
+  }
+
+  /**
+   * The fits to ask the worker for: every size's card shows the memory its run
+   * would hold on the chosen backend (the selected size at the batch under
+   * Advanced, the others at their own), and the selected one's limits.
+   */
+  fitRequests(): { key: string; model: ModelConfig; batch: number }[] {
+    const selected = this.presetId();
+    const out = [];
+    for (const p of presets()) {
+      const batch = p.id === selected ? this.config().train.batch_size : p.train.batch_size;
+      out.push({ key: this.key(p.id, p.model, batch), model: p.model, batch });
+    }
+    if (selected === "custom") {
+      const { model, train } = this.config();
+      out.push({ key: this.key("custom", model, train.batch_size), model, batch: train.batch_size });
+    }
+    for (const { key } of out) this.memoryKeys.set(key.split(":")[0], key);
+    return out;
   }
 
   showMeasured(key: string, ms: number | null, backend: string | null): void {
@@ -191,8 +216,12 @@ export class Setup {
     this.showNote();
   }
 
-  showFit(key: string, problem: string | null, note: string | null): void {
-    this.fits.set(key, { problem, note });
+  showFit(key: string, fit: Fit): void {
+    this.fits.set(key, fit);
+    const id = key.split(":")[0];
+    if (this.memoryKeys.get(id) === key) {
+      $(`[data-preset-memory="${id}"]`).textContent = fit.bytes === null ? "" : `${bytes(fit.bytes)} while training (${fit.kind === "webgpu" ? "WebGPU" : "WASM"})`;
+    }
     this.showNote();
   }
 

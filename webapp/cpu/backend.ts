@@ -16,7 +16,7 @@ import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import { checkInterrupt } from "../engine/interrupt";
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
-import { gatedRelaxed } from "../levers/relaxed-simd/lever";
+import { ID as RELAXED_SIMD, gatedRelaxed } from "../levers/relaxed-simd/lever";
 import { workerUrl } from "../trusted";
 import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
 import { withSharedMemory } from "./wasm";
@@ -406,6 +406,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, ${relaxed ? "relaxed SIMD" : "SIMD"}`,
     threads: pool.threads,
     relaxed,
+    paths: [...(pool.threads > 1 ? ["threads"] : []), ...(relaxed ? [RELAXED_SIMD] : [])],
     /** Everything lives in the one WebAssembly memory, which helper threads share. */
     get residentBytes() {
       return memory.buffer.byteLength;

@@ -13,7 +13,7 @@ export { CheckpointError, planBlob, readCheckpoint, writeCheckpoint, type Checkp
 export { DeviceLostError } from "./gpu/device";
 export { Interrupted } from "./interrupt";
 export { GpuBackend } from "./gpu/backend";
-export { estimatedTrainingBytes, paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";
+export { paramCount, preset, presets, defaultTrainConfig, learningRate, tensorLayout, type Preset } from "./model";
 
 export interface BackendOptions {
   /** WebGPU: an adapter already requested (the worker's), else one is requested from `gpu`. */
@@ -24,6 +24,8 @@ export interface BackendOptions {
   kernels?: GpuBackendOptions["kernels"];
   /** WebGPU: the adapter features those kernels need. */
   features?: GpuBackendOptions["features"];
+  /** WebGPU: the ids of the levers those kernels are (Backend.paths). */
+  levers?: GpuBackendOptions["levers"];
 }
 
 export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: BackendOptions) => Promise<Backend>;
@@ -32,7 +34,7 @@ export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: Back
 // which knows where its module and thread script live; hosts that never use it
 // (the Node CLI) do not bundle it.
 const factories = new Map<BackendKind, BackendFactory>([
-  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features })],
+  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers })],
 ]);
 
 export function registerBackend(kind: BackendKind, factory: BackendFactory): void {

@@ -72,27 +72,6 @@ export function paramCount(m: ModelConfig): number {
   return size(facts.tensors.head) + m.n_layer * size(facts.tensors.block);
 }
 
-/**
- * An estimate, before any backend exists (the preset list), of the bytes the
- * WebGPU backend holds while training: parameters, gradients and two Adam
- * moments; per layer the activations backward needs (residual in and mid,
- * two LayerNorm outputs, q, k, v, attention output: 8 x BTC; MLP hidden before
- * and after GELU: 2 x 4 BTC; LayerNorm statistics; the attention's
- * log-sum-exp); the head's logits and its gradient; backward scratch. It
- * leaves out the split reductions' partials and the readback buffers, so it
- * comes out about 12% under: a live backend counts its own, Backend.residentBytes.
- */
-export function estimatedTrainingBytes(m: ModelConfig, batchSize: number): number {
-  const BT = batchSize * m.block_size;
-  const C = m.n_embd;
-  const BHT = batchSize * m.n_head * m.block_size;
-  const perLayer = 16 * BT * C + 4 * BT + BHT;
-  const head = 3 * BT * C + 2 * BT * m.vocab_size + 6 * BT;
-  const scratch = 14 * BT * C + BHT;
-  const floats = 4 * paramCount(m) + m.n_layer * perLayer + head + scratch;
-  return 4 * floats;
-}
-
 /** Parameters initialised by the rules in facts.tensors (N(0, std), residual scaled by 1/sqrt(2 L)). */
 export function initParams(m: ModelConfig, seed: number): Float32Array {
   const layout = tensorLayout(m);

@@ -47,6 +47,11 @@ export interface Backend {
   readonly device: string;
   /** Bytes this backend holds on its device now, summed where it allocates them (GPU buffers, WebAssembly memory). */
   readonly residentBytes: number;
+  /**
+   * The optional paths it runs, by facts.json id: "threads" (facts.backends)
+   * and the levers whose kernels it uses (facts.levers); the app's pills.
+   */
+  readonly paths: readonly string[];
   setState(state: ParamState): Promise<void>;
   getState(): Promise<ParamState>;
   /**

@@ -23,7 +23,8 @@ async function gated(): Promise<{ verdicts: Record<string, Verdict>; options: Ba
   const { adapter } = await requestAdapter();
   if (!adapter) return { verdicts: {}, options: {} };
   const { verdicts, kernels, features } = await gpuLevers({ gpu: navigator.gpu }, adapter);
-  return { verdicts, options: { kernels, features } };
+  const levers = Object.keys(verdicts).filter((id) => verdicts[id].pass);
+  return { verdicts, options: { kernels, features, levers } };
 }
 
 /** The verdicts of the GPU levers here, for the page's pills. */

@@ -10,8 +10,17 @@ import type { BackendChoice } from "./protocol";
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
 
-/** `problem`: why the chosen backend cannot train the shape here; `note`: how it will run anyway. */
-export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice): Promise<{ problem: string | null; note: string | null }> {
+export interface Fit {
+  /** Why the chosen backend cannot train the shape here, the limit named. */
+  problem: string | null;
+  /** How it will run anyway. */
+  note: string | null;
+  /** What the backend that would train it holds while training, from its own allocation code; null where unknown (no adapter). */
+  bytes: number | null;
+  kind: "webgpu" | "wasm";
+}
+
+export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice): Promise<Fit> {
   const memory = cpuMemory(model, batch);
   const cpu = {
     problem: memory.bytes > memory.limit ? `On the CPU this needs ${gib(memory.bytes)} of WebAssembly memory, more than one WebAssembly memory can hold (${gib(memory.limit)}).` : null,
@@ -19,12 +28,13 @@ export async function checkFit(backends: Backends, model: ModelConfig, batch: nu
       ? `On the CPU this needs ${gib(memory.bytes)}, more than a memory shared between threads can hold (${gib(memory.sharedLimit)}), so it trains on one thread.`
       : null,
   };
-  if ((await backends.kindFor(choice)) === "wasm") return cpu;
+  const onCpu = { ...cpu, bytes: memory.bytes, kind: "wasm" } as const;
+  if ((await backends.kindFor(choice)) === "wasm") return onCpu;
   const { adapter } = await requestAdapter();
   const fit = adapter ? gpuFit(model, batch, adapter.limits) : null;
-  if (!fit?.problem) return { problem: null, note: null };
+  if (!fit?.problem) return { problem: null, note: null, bytes: fit?.bytes ?? null, kind: "webgpu" };
   const gpu = `Too large for this GPU: ${fit.problem}.`;
   // Best available falls back to the CPU when the GPU backend cannot be built.
-  if (choice === "auto" && !cpu.problem) return { problem: null, note: `${gpu} Best available trains it on the CPU instead.${cpu.note ? ` ${cpu.note}` : ""}` };
-  return { problem: cpu.problem && choice === "auto" ? `${gpu} ${cpu.problem}` : gpu, note: null };
+  if (choice === "auto" && !cpu.problem) return { ...onCpu, note: `${gpu} Best available trains it on the CPU instead.${cpu.note ? ` ${cpu.note}` : ""}` };
+  return { problem: cpu.problem && choice === "auto" ? `${gpu} ${cpu.problem}` : gpu, note: null, bytes: fit.bytes, kind: "webgpu" };
 }

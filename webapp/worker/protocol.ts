@@ -2,6 +2,7 @@
 // file so both sides agree; every message is a plain structured-clonable object.
 import type { HistoryPoint, ModelConfig, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
+import type { Fit } from "./fit";
 
 export interface AdapterInfo {
   vendor: string;
@@ -116,6 +117,8 @@ export interface Status {
   device: string | null;
   /** What the loaded model's backend holds on its device (Backend.residentBytes), when one is loaded. */
   residentBytes: number | null;
+  /** The optional paths the loaded model's backend runs (Backend.paths: threads, levers). */
+  paths: string[];
   model: ModelConfig | null;
   dataset: string | null;
   step: number;
@@ -145,7 +148,7 @@ export type FromWorker =
   | { type: "run"; model: ModelConfig; steps: number; intervals: Intervals; elapsedMs: number; recorded: boolean; train: TrainConfig | null }
   | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
   /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
-  | { type: "checked"; key: string; problem: string | null; note: string | null }
+  | ({ type: "checked"; key: string } & Fit)
   | { type: "token"; bytes: Uint8Array }
   | { type: "sampleDone"; tokens: number; tokPerSec: number }
   | { type: "saved"; id: string; step: number; bytes: number }

@@ -71,6 +71,7 @@ export class Session {
       backend: t?.backend.kind ?? null,
       device: t?.backend.device ?? null,
       residentBytes: t?.backend.residentBytes ?? null,
+      paths: [...(t?.backend.paths ?? [])],
       model: t?.model ?? null,
       dataset: t?.dataset?.name ?? null,
       step: t?.step ?? 0,

@@ -16,6 +16,30 @@ const MAX_IN_FLIGHT = 3;
 const PARTIALS_MAX = 1024;
 const LOST_GRACE_MS = 2000;
 
+/**
+ * Every buffer a backend of this shape holds from its creation (all but the
+ * params uniforms and the readback pool): parameters, gradients, Adam moments,
+ * both graphs' activations and the gradient norm's scratch. The backend
+ * allocates through it, and plan.ts runs it on a stand-in device that only
+ * records sizes, so the figure shown before Start is the backend's own.
+ */
+export function allocateTraining(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, batch: number) {
+  const buffers: GPUBuffer[] = [];
+  const buffer = (label: string, size: number, usage: number) => {
+    const b = device.createBuffer({ label, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
+    buffers.push(b);
+    return b;
+  };
+  const paramBuf = (label: string) => buffer(label, layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+  const bufs: ParamBuffers = { params: paramBuf("parameters"), grads: paramBuf("gradients"), m: paramBuf("adam m"), v: paramBuf("adam v") };
+  const trainGraph = new Graph(device, kernels, model, layout, bufs, batch, true);
+  const sampleGraph = new Graph(device, kernels, model, layout, bufs, 1, false);
+  const nPartials = Math.min(Math.ceil(layout.total / 256), PARTIALS_MAX);
+  const partials = buffer("grad norm partials", nPartials * 4, GPUBufferUsage.STORAGE);
+  const norm = buffer("grad norm", 16, GPUBufferUsage.STORAGE);
+  return { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm };
+}
+
 export interface GpuBackendOptions {
   gpu?: GPU;
   adapter?: GPUAdapter | null;
@@ -23,6 +47,8 @@ export interface GpuBackendOptions {
   kernels?: Partial<KernelTable>;
   /** Adapter features those kernels need. */
   features?: GPUFeatureName[];
+  /** The ids of the levers whose tables `kernels` holds (Backend.paths). */
+  levers?: string[];
   /**
    * A device to share instead of requesting one (a lever's gate, the tests): backends
    * on one device compile each kernel once. The caller destroys it; dispose() does not.
@@ -39,7 +65,7 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
   const ctx = opts.context ?? (await requestGpu(opts.gpu, opts.adapter, opts.features));
   const owned = !opts.context;
   try {
-    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train, owned);
+    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train, owned, opts.levers ?? []);
     await backend.ready;
     return backend;
   } catch (e) {
@@ -77,22 +103,19 @@ export class GpuBackend implements Backend {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true) {
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, readonly paths: readonly string[] = []) {
     this.gpu = ctx.device;
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
     this.lost = this.watch.lost;
     this.layout = gpuLayout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
-    const paramBuf = (label: string) => this.buffer(label, this.layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
-    this.bufs = { params: paramBuf("params"), grads: paramBuf("grads"), m: paramBuf("adam m"), v: paramBuf("adam v") };
-    this.trainGraph = new Graph(this.gpu, pipelines.kernels, model, this.layout, this.bufs, train.batch_size, true);
-    this.sampleGraph = new Graph(this.gpu, pipelines.kernels, model, this.layout, this.bufs, 1, false);
-
+    const { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size);
+    this.extra.push(...buffers);
+    this.bufs = bufs;
+    this.trainGraph = trainGraph;
+    this.sampleGraph = sampleGraph;
     const n = this.layout.total;
-    const nPartials = Math.min(Math.ceil(n / 256), PARTIALS_MAX);
-    const partials = this.buffer("grad norm partials", nPartials * 4, GPUBufferUsage.STORAGE);
-    const norm = this.buffer("grad norm", 16, GPUBufferUsage.STORAGE);
 
     const step = this.recorder(pipelines);
     this.trainGraph.forward(step);
@@ -131,12 +154,6 @@ export class GpuBackend implements Backend {
     const r = new Recorder(this.gpu, pipelines);
     this.recorders.push(r);
     return r;
-  }
-
-  private buffer(label: string, size: number, usage: number): GPUBuffer {
-    const b = this.gpu.createBuffer({ label, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
-    this.extra.push(b);
-    return b;
   }
 
   /** A mappable buffer for reading `size` bytes back; kept in the pool after use. */
