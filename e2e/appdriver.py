@@ -62,6 +62,14 @@ def configure(page, *, steps: int, eval_every: int, save_every: int, backend: st
     page.select_option("#backend", backend)
 
 
+def start_on_cpu(open_page, browser, seed: int, **settings):
+    """A seeded app page that has started a Tiny run on WebAssembly with `settings` (configure's)."""
+    visit = open_app(open_page, browser, seed=seed)
+    configure(visit.page, backend="wasm", **settings)
+    visit.page.click("#btn-start")
+    return visit
+
+
 def advanced(page, **fields):
     """Opens Advanced and fills its fields: seed, lr, warmup, batch."""
     box = page.locator("#advanced")

@@ -5,7 +5,7 @@ must be continued or ended before a new model starts; and Delete in Saved runs
 can be undone until its grace period ends."""
 from playwright.sync_api import expect
 
-from appdriver import (configure, loss_table, open_app, set_quota, state, step, usage, wait_finished, wait_for, wait_state,
+from appdriver import (configure, loss_table, open_app, set_quota, start_on_cpu, state, step, usage, wait_finished, wait_for, wait_state,
                        wait_step)
 from tinygpt.facts import FACTS
 
@@ -44,10 +44,8 @@ def test_replacing_unsaved_steps_asks_first(open_page, browser_no_webgpu):
 
 
 def test_a_paused_run_is_continued_or_ended_before_a_new_model(open_page, browser_no_webgpu):
-    visit = open_app(open_page, browser_no_webgpu, seed=12)
+    visit = start_on_cpu(open_page, browser_no_webgpu, 12, steps=1000, eval_every=1000, save_every=1000)
     page = visit.page
-    configure(page, steps=1000, eval_every=1000, save_every=1000, backend="wasm")
-    page.click("#btn-start")
     wait_step(page, 2, 60)
     page.click("#btn-pause")
     wait_state(page, "paused", 60)
@@ -66,10 +64,8 @@ def test_a_paused_run_is_continued_or_ended_before_a_new_model(open_page, browse
 
 
 def test_delete_can_be_undone_until_its_grace_period_ends(open_page, browser_no_webgpu):
-    visit = open_app(open_page, browser_no_webgpu, seed=13)
+    visit = start_on_cpu(open_page, browser_no_webgpu, 13, steps=2, eval_every=2, save_every=2)
     page = visit.page
-    configure(page, steps=2, eval_every=2, save_every=2, backend="wasm")
-    page.click("#btn-start")
     wait_finished(page, 2)
     page.click("#btn-reset")
     wait_state(page, "empty", 30)

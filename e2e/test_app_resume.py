@@ -4,7 +4,7 @@ with the run's own step target, intervals and training time; a second tab sees
 the run as busy and cannot take it over."""
 from playwright.sync_api import expect
 
-from appdriver import (configure, loss_table, open_app, saved_checkpoint, saved_step, wait_finished, wait_for, wait_state,
+from appdriver import (configure, loss_table, open_app, saved_checkpoint, saved_step, start_on_cpu, wait_finished, wait_for, wait_state,
                        wait_step)
 
 
@@ -57,10 +57,8 @@ def test_reload_mid_training_resumes_the_same_curve(open_page, browser_no_webgpu
 
 
 def test_a_resumed_run_keeps_its_target_intervals_and_training_time(open_page, browser_no_webgpu):
-    visit = open_app(open_page, browser_no_webgpu, seed=3)
+    visit = start_on_cpu(open_page, browser_no_webgpu, 3, steps=60, eval_every=10, save_every=15)
     page = visit.page
-    configure(page, steps=60, eval_every=10, save_every=15, backend="wasm")
-    page.click("#btn-start")
     wait_for(lambda: saved_step(page) >= 30, 120, "the checkpoint of step 30", page)
 
     page.reload()
