@@ -1,5 +1,5 @@
 // The model's parameter layout, read from tinygpt/facts.json (the one table of
-// tensors), plus the helpers the UI shows: parameter count and memory estimate.
+// tensors), plus the parameter count the UI shows, presets and initial weights.
 
 import facts from "../../tinygpt/facts.json";
 import type { ModelConfig, TrainConfig } from "./types";
