@@ -1,8 +1,8 @@
 // The "This device" panel: what WebGPU and WebAssembly offer here, each
 // lever's numerics-gate verdict with its reason, and the pills, which name the
 // path that runs: the loaded model's backend and only the paths it runs, or,
-// with no model loaded, what a new run would get (the chosen backend and the
-// levers that passed the gate for it). Detected features of levers with no
+// with no model loaded, what a new run of the selected size would get (the
+// worker's fit check says: worker/fit.ts). Detected features of levers with no
 // verdict (not built yet) are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
 import type { Caps } from "../worker/protocol";
@@ -28,13 +28,6 @@ export type BackendKind = "webgpu" | "wasm";
 export interface RunPath {
   kind: BackendKind;
   paths: readonly string[];
-}
-
-/** What a new run on `kind` would get here: its threads, and its levers that passed the gate. */
-export function plannedPath(caps: Caps, kind: BackendKind): RunPath {
-  const threads = kind === "wasm" && caps.crossOriginIsolated && caps.threads > 1 ? ["threads"] : [];
-  const levers = facts.levers.filter((l) => l.backend === kind && caps.levers[l.id]?.pass).map((l) => l.id);
-  return { kind, paths: [...threads, ...levers] };
 }
 
 export function showPills(path: RunPath): void {

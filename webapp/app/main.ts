@@ -3,7 +3,7 @@
 import "./app.css";
 import { plainWords } from "../worker/errors";
 import type { Caps, Status } from "../worker/protocol";
-import { type BackendKind, plannedPath, showCaps, showPills } from "./caps";
+import { type BackendKind, showCaps, showPills } from "./caps";
 import { WorkerClient } from "./client";
 import { confirmDiscard } from "./confirm";
 import { CorpusError, CorpusPicker } from "./corpus";
@@ -33,12 +33,22 @@ let caps: Caps | null = null;
 /** What Best available means here, once the worker has measured it. */
 let best: BackendKind | null = null;
 
-/** The pills name what runs: the loaded model's backend and paths, else what a new run would get. */
+/**
+ * The pills name what runs: the loaded model's backend and paths, else what a
+ * new run of the selected size would get, as the worker worked it out (its fit),
+ * or until it has, the backend alone.
+ */
 function refreshPills(): void {
   if (status?.backend) return showPills({ kind: status.backend as BackendKind, paths: status.paths });
   if (!caps) return;
+  let fit;
+  try {
+    fit = setup.fits.get(setup.measureKey());
+  } catch {
+    // an invalid custom shape: no fit, the backend alone
+  }
   const choice = setup.backend();
-  showPills(plannedPath(caps, choice !== "auto" ? choice : best ?? (caps.webgpu ? "webgpu" : "wasm")));
+  showPills(fit ?? { kind: choice !== "auto" ? choice : best ?? (caps.webgpu ? "webgpu" : "wasm"), paths: [] });
 }
 
 function button(id: string): HTMLButtonElement {
@@ -171,7 +181,10 @@ client.on("best", (m) => {
   refreshPills();
   checkSelection();
 });
-client.on("checked", ({ type: _, key, ...fit }) => setup.showFit(key, fit));
+client.on("checked", ({ type: _, key, ...fit }) => {
+  setup.showFit(key, fit);
+  refreshPills();
+});
 client.on("status", (m) => applyStatus(m.status));
 client.on("progress", (m) => progress.progress(m.progress));
 client.on("history", (m) => progress.history(m.history));

@@ -27,8 +27,10 @@ async function gated(): Promise<{ verdicts: Record<string, Verdict>; options: Ba
   return { verdicts, options: { kernels, features, levers } };
 }
 
-/** The verdicts of the GPU levers here, for the page's pills. */
+/** The verdicts of the GPU levers here, for the page's list. */
 export const gpuVerdicts = async () => (await gated()).verdicts;
+/** The optional paths (Backend.paths) a WebGPU backend would run here: the levers that passed. */
+export const gpuPaths = async () => (await gated()).options.levers ?? [];
 
 function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
   const { batch_size, beta1, beta2, eps, weight_decay, grad_clip } = train;

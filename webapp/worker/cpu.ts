@@ -4,6 +4,7 @@
 // threads run this worker's own script.
 import { cpuMemory, createCpuBackend } from "../cpu/backend";
 import { registerBackend } from "../engine/index";
+import type { ModelConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
 import { ID as RELAXED_SIMD, gatedRelaxed } from "../levers/relaxed-simd/lever";
 
@@ -29,17 +30,26 @@ export async function cpuVerdicts(): Promise<Record<string, Verdict>> {
   }
 }
 
+/** The threads a CPU backend of this shape runs: a memory shared between threads holds less than one thread's, so a model that needs more runs on one. */
+function cpuThreads(model: ModelConfig, batch: number): number {
+  const { bytes: need, sharedLimit } = cpuMemory(model, batch);
+  return self.crossOriginIsolated && need <= sharedLimit ? Math.max(1, self.navigator.hardwareConcurrency || 1) : 1;
+}
+
+/** The optional paths (Backend.paths) a CPU backend of this shape would run here. */
+export async function cpuPaths(model: ModelConfig, batch: number): Promise<string[]> {
+  const relaxed = (await cpuVerdicts())[RELAXED_SIMD]?.pass ? [RELAXED_SIMD] : [];
+  return [...(cpuThreads(model, batch) > 1 ? ["threads"] : []), ...relaxed];
+}
+
 /** `interrupt`: the page's request flag, which every CPU backend reads between the jobs of a step. */
 export function registerCpuBackend(url: string, interrupt: Int32Array | null): void {
   wasmUrl = url;
   registerBackend("wasm", async (model, train) => {
     if (!wasmUrl) throw new Error("this page was built without the WebAssembly backend");
-    // A memory shared between threads holds less than one thread's: a model that needs more runs on one.
-    const { bytes: need, sharedLimit } = cpuMemory(model, train.batch_size);
-    const threads = self.crossOriginIsolated && need <= sharedLimit ? Math.max(1, self.navigator.hardwareConcurrency || 1) : 1;
     return createCpuBackend(model, {
       wasm: await bytes(),
-      threads,
+      threads: cpuThreads(model, train.batch_size),
       workerUrl: self.location.href,
       interrupt: interrupt ?? undefined,
       optimizer: { beta1: train.beta1, beta2: train.beta2, eps: train.eps, weight_decay: train.weight_decay, grad_clip: train.grad_clip },

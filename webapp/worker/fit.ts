@@ -4,8 +4,9 @@
 import { cpuMemory } from "../cpu/backend";
 import { gpuFit } from "../engine/gpu/plan";
 import type { ModelConfig } from "../engine/types";
-import type { Backends } from "./backends";
+import { type Backends, gpuPaths } from "./backends";
 import { requestAdapter } from "./caps";
+import { cpuPaths } from "./cpu";
 import type { BackendChoice } from "./protocol";
 
 const gib = (bytes: number) => `${(bytes / 2 ** 30).toFixed(2)} GiB`;
@@ -18,6 +19,8 @@ export interface Fit {
   /** What the backend that would train it holds while training, from its own allocation code; null where unknown (no adapter). */
   bytes: number | null;
   kind: "webgpu" | "wasm";
+  /** The optional paths (Backend.paths) that backend would run: the page's pills before Start. */
+  paths: string[];
 }
 
 export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice): Promise<Fit> {
@@ -28,13 +31,14 @@ export async function checkFit(backends: Backends, model: ModelConfig, batch: nu
       ? `On the CPU this needs ${gib(memory.bytes)}, more than a memory shared between threads can hold (${gib(memory.sharedLimit)}), so it trains on one thread.`
       : null,
   };
-  const onCpu = { ...cpu, bytes: memory.bytes, kind: "wasm" } as const;
+  const onCpu = { ...cpu, bytes: memory.bytes, kind: "wasm", paths: await cpuPaths(model, batch) } as const;
   if ((await backends.kindFor(choice)) === "wasm") return onCpu;
   const { adapter } = await requestAdapter();
   const fit = adapter ? gpuFit(model, batch, adapter.limits) : null;
-  if (!fit?.problem) return { problem: null, note: null, bytes: fit?.bytes ?? null, kind: "webgpu" };
+  const paths = await gpuPaths();
+  if (!fit?.problem) return { problem: null, note: null, bytes: fit?.bytes ?? null, kind: "webgpu", paths };
   const gpu = `Too large for this GPU: ${fit.problem}.`;
   // Best available falls back to the CPU when the GPU backend cannot be built.
   if (choice === "auto" && !cpu.problem) return { ...onCpu, note: `${gpu} Best available trains it on the CPU instead.${cpu.note ? ` ${cpu.note}` : ""}` };
-  return { problem: cpu.problem && choice === "auto" ? `${gpu} ${cpu.problem}` : gpu, note: null, bytes: fit.bytes, kind: "webgpu" };
+  return { problem: cpu.problem && choice === "auto" ? `${gpu} ${cpu.problem}` : gpu, note: null, bytes: fit.bytes, kind: "webgpu", paths };
 }
