@@ -19,7 +19,7 @@ export interface Caps {
   maxBufferMiB: number;
   gpuError: string | null; // why WebGPU is missing, when the browser says
   wasmSimd: boolean;
-  /** The numerics gate's verdict on each lever of the backend "auto" picks, by facts.levers id. */
+  /** The numerics gate's verdict on each lever of either backend here, by facts.levers id. */
   levers: Record<string, Verdict>;
   crossOriginIsolated: boolean;
   threads: number; // logical cores the browser reports
