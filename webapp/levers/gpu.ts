@@ -9,7 +9,7 @@
 // the WebGPU backend (its `kernels` option) with the features they need.
 
 import { createGpuBackend } from "../engine/gpu/backend";
-import { type GpuContext, requestGpu } from "../engine/gpu/device";
+import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
 import { defaultTrainConfig, tensorLayout } from "../engine/model";
 import { Rng } from "../engine/rng";
@@ -107,8 +107,6 @@ export interface GpuLevers {
   features: GPUFeatureName[];
 }
 
-const adapterName = (a: GPUAdapter) => [a.info.vendor, a.info.architecture, a.info.device, a.info.description].join(" / ");
-
 /**
  * The GPU levers gated on the adapter `on` offers, described by `adapter`
  * (levers whose feature it lacks get no verdict: they were never possible here).
@@ -120,7 +118,7 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
     const features = lever.feature ? [lever.feature] : [];
     // The variants and the plain kernels they are held to.
     const sources = Object.entries(lever.kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
-    const key = { adapter: adapterName(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
+    const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
     const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, lever.kernels, features, lever.shapes));
     out.verdicts[lever.id] = verdict;
     if (verdict.pass) {

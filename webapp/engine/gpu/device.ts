@@ -28,6 +28,12 @@ export interface GpuContext {
   description: string;
 }
 
+/** The adapter in words: vendor, architecture, device and description, those it gives. */
+export function describeAdapter(adapter: GPUAdapter): string {
+  const info = adapter.info;
+  return [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" · ") || "WebGPU adapter";
+}
+
 /** A device with the adapter's full limits and `features` (those the kernels of gated levers need). */
 export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | null, features: GPUFeatureName[] = []): Promise<GpuContext> {
   if (!adapter) {
@@ -39,9 +45,7 @@ export async function requestGpu(gpu: GPU | undefined, adapter?: GPUAdapter | nu
   const offered = adapter.limits as unknown as Record<string, number>;
   for (const name of RAISED_LIMITS) if (typeof offered[name] === "number") requiredLimits[name] = offered[name];
   const device = await adapter.requestDevice({ requiredLimits, requiredFeatures: features });
-  const info = adapter.info;
-  const description = [info.vendor, info.architecture, info.device, info.description].filter(Boolean).join(" · ") || "WebGPU adapter";
-  return { device, description };
+  return { device, description: describeAdapter(adapter) };
 }
 
 /**
