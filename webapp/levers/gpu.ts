@@ -11,7 +11,7 @@
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
-import { defaultTrainConfig, tensorLayout } from "../engine/model";
+import { defaultTrainConfig, paramCount } from "../engine/model";
 import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
 import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "./gate";
@@ -72,7 +72,7 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
       try {
         for (const op of variant.ops) unexercised.delete(op);
         const rng = new Rng(20261201);
-        const params = Float32Array.from({ length: tensorLayout(model).reduce((n, t) => n + t.size, 0) }, () => rng.normal() * 0.3);
+        const params = Float32Array.from({ length: paramCount(model) }, () => rng.normal() * 0.3);
         const n = batch * model.block_size;
         const x = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
         const y = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
