@@ -3,6 +3,7 @@
 // optimizer, since building one (compiling every GPU pipeline) can take longer
 // than many training steps. A WebGPU backend runs the kernels of the GPU
 // levers that passed the numerics gate on this adapter.
+import { F32_KERNELS, type KernelTable } from "../engine/gpu/kernels";
 import { type BackendOptions, createBackend } from "../engine/index";
 import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
@@ -29,8 +30,11 @@ async function gated(): Promise<{ verdicts: Record<string, Verdict>; options: Ba
 
 /** The verdicts of the GPU levers here, for the page's list. */
 export const gpuVerdicts = async () => (await gated()).verdicts;
-/** The optional paths (Backend.paths) a WebGPU backend would run here: the levers that passed. */
-export const gpuPaths = async () => (await gated()).options.levers ?? [];
+/** What a WebGPU backend would run here: its kernel table (the levers' that passed over the plain ones) and its optional paths (Backend.paths). */
+export async function gpuRun(): Promise<{ kernels: KernelTable; paths: string[] }> {
+  const { options } = await gated();
+  return { kernels: { ...F32_KERNELS, ...options.kernels }, paths: options.levers ?? [] };
+}
 
 function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
   const { batch_size, beta1, beta2, eps, weight_decay, grad_clip } = train;

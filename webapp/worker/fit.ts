@@ -4,7 +4,7 @@
 import { cpuMemory } from "../cpu/backend";
 import { gpuFit } from "../engine/gpu/plan";
 import type { ModelConfig } from "../engine/types";
-import { type Backends, gpuPaths } from "./backends";
+import { type Backends, gpuRun } from "./backends";
 import { requestAdapter } from "./caps";
 import { cpuPaths } from "./cpu";
 import type { BackendChoice } from "./protocol";
@@ -34,8 +34,9 @@ export async function checkFit(backends: Backends, model: ModelConfig, batch: nu
   const onCpu = { ...cpu, bytes: memory.bytes, kind: "wasm", paths: await cpuPaths(model, batch) } as const;
   if ((await backends.kindFor(choice)) === "wasm") return onCpu;
   const { adapter } = await requestAdapter();
-  const fit = adapter ? gpuFit(model, batch, adapter.limits) : null;
-  const paths = await gpuPaths();
+  // Planned with the kernels the backend would run: a lever's may store other element sizes.
+  const { kernels, paths } = await gpuRun();
+  const fit = adapter ? gpuFit(model, batch, adapter.limits, kernels) : null;
   if (!fit?.problem) return { problem: null, note: null, bytes: fit?.bytes ?? null, kind: "webgpu", paths };
   const gpu = `Too large for this GPU: ${fit.problem}.`;
   // Best available falls back to the CPU when the GPU backend cannot be built.
