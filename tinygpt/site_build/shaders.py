@@ -102,11 +102,14 @@ def check_params(module: wgsl.Module):
     """The module's struct Params against its row of facts.json's wgsl.params, field by field."""
     found = wgsl.struct_params(module.text)
     table = FACTS["wgsl"]["params"].get(module.name)
-    _, where = read_json(FACTS_PATH, "tinygpt/facts.json")
+
+    def row() -> str:  # the table row's file:line, for a message (facts.json is re-read only on a failure)
+        return read_json(FACTS_PATH, "tinygpt/facts.json")[1]("wgsl", "params", module.name)
+
     if found is None and table is None:
         return
     if found is None:
-        raise BuildError(f"declares no struct Params, but {where('wgsl', 'params', module.name)} lists its params",
+        raise BuildError(f"declares no struct Params, but {row()} lists its params",
                          module.where(1))
     struct_line, fields = found
     if table is None:
@@ -117,7 +120,7 @@ def check_params(module: wgsl.Module):
         if mine != theirs:
             line = fields[i][1] if i < len(fields) else fields[-1][1] + 1 if fields else struct_line  # else: the brace
             raise BuildError(f"struct Params field {i + 1} is {mine or 'missing'}, but "
-                             f"{where('wgsl', 'params', module.name)} says {theirs or 'nothing'} "
+                             f"{row()} says {theirs or 'nothing'} "
                              "(a u32 field is written as its name, any other type as name:type)", module.where(line))
 
 

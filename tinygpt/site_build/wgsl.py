@@ -8,6 +8,7 @@ One implementation, used by the build's shader check (naga, Tint), the bundle (e
 the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (tests/oracles/gpu.py).
 Lines are copied whole, so a composed line:col maps back to the file and line it came from.
 """
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -35,11 +36,17 @@ class Module:
         return f"{path}:{number}" + (f":{col}" if col else "")
 
 
+@functools.lru_cache(maxsize=1)
+def _lines_of(text: str) -> dict[tuple, int]:
+    """json_lines of facts.json, walked once per content rather than once per module composed."""
+    return json_lines(text)
+
+
 def prelude(source: str, elem: str) -> list[tuple[str, tuple[str, int]]]:
     """The lines every module starts with, each with where it comes from: the alias from the
     module's first line (it has no file of its own), each constant from its facts.json line."""
     consts = FACTS["wgsl"]["consts"]
-    at = json_lines(FACTS_PATH.read_text())
+    at = _lines_of(FACTS_PATH.read_text())
     return [(f"alias elem = {elem};", (source, 1))] + [
         (f"const {k} = {v}{'u' if isinstance(v, int) else ''};", ("tinygpt/facts.json", at["wgsl", "consts", k]))
         for k, v in consts.items()]
