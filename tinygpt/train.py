@@ -110,7 +110,11 @@ def get_batch(tokens: np.ndarray, batch_size: int, block_size: int, rng: np.rand
     """batch_size random windows: x the tokens, y the same shifted by one."""
     if len(tokens) < block_size + 1:
         raise ValueError(f"{len(tokens)} tokens cannot fill one window of {block_size}+1")
-    starts = rng.integers(0, len(tokens) - block_size, size=batch_size)
+    return windows(tokens, rng.integers(0, len(tokens) - block_size, size=batch_size), block_size)
+
+
+def windows(tokens: np.ndarray, starts, block_size: int):
+    """The windows at `starts`: x the tokens, y the same shifted by one."""
     x = np.stack([tokens[s:s + block_size] for s in starts]).astype(np.int64)
     y = np.stack([tokens[s + 1:s + 1 + block_size] for s in starts]).astype(np.int64)
     return x, y
@@ -129,9 +133,7 @@ def evaluate(config: model.GPTConfig, params: dict, tokens: np.ndarray, batches:
     starts = val_starts(len(tokens), block, batches * batch_size)
     losses = []
     for b in range(batches):
-        rows = starts[b * batch_size:(b + 1) * batch_size]
-        x = np.stack([tokens[s:s + block] for s in rows]).astype(np.int64)
-        y = np.stack([tokens[s + 1:s + 1 + block] for s in rows]).astype(np.int64)
+        x, y = windows(tokens, starts[b * batch_size:(b + 1) * batch_size], block)
         losses.append(model.forward(config, params, x, y)[1])
     return float(np.mean(losses))
 
