@@ -189,3 +189,23 @@ def test_the_matmul_modules_compose_as_f16():
     modules = {n: wgsl.compose(REPO, n, elem="f16") for n in ("matmul", "matmul_vec4")}
     assert all(m.text.startswith("enable f16;\nalias elem = f16;") for m in modules.values())
     assert shaders.check_naga({n: m.text for n, m in modules.items()}) == {"matmul": None, "matmul_vec4": None}
+
+
+def test_a_levers_variant_is_a_module_held_to_its_plain_modules_params(tmp_path):
+    """shaders/levers/<id>/<module>.wgsl is composed and written like any module, and its Params
+    must be the plain module's row: the engine packs a variant's params by that row."""
+    shutil.copytree(REPO / "shaders", tmp_path / "shaders")
+    variant = tmp_path / "shaders" / "levers" / "demo" / "gelu.wgsl"
+    variant.parent.mkdir(parents=True)
+    variant.write_text('#include "gelu.wgsl"\n')
+    assert "levers/demo/gelu" in wgsl.names(tmp_path)
+    shaders.check_params(wgsl.compose(tmp_path, "levers/demo/gelu"))
+    wgsl.write_modules(tmp_path)
+    written = tmp_path / ".cache" / "wgsl" / "levers" / "demo" / "gelu.wgsl"
+    assert written.read_text() == wgsl.compose(tmp_path, "levers/demo/gelu").text
+    variant.write_text((tmp_path / "shaders" / "gelu.wgsl").read_text().replace("  n: u32,", "  count: u32,", 1))
+    with pytest.raises(BuildError, match="field 1 is count, but tinygpt/facts.json:"):
+        shaders.check_params(wgsl.compose(tmp_path, "levers/demo/gelu"))
+    variant.unlink()
+    wgsl.write_modules(tmp_path)
+    assert not written.exists(), "a variant that is gone must not stay importable"

@@ -101,10 +101,10 @@ def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | 
 def check_params(module: wgsl.Module):
     """The module's struct Params against its row of facts.json's wgsl.params, field by field."""
     found = wgsl.struct_params(module.text)
-    table = FACTS["wgsl"]["params"].get(module.name)
+    table = FACTS["wgsl"]["params"].get(wgsl.params_row(module.name))
 
     def row() -> str:  # the table row's file:line, for a message (facts.json is re-read only on a failure)
-        return read_json(FACTS_PATH, "tinygpt/facts.json")[1]("wgsl", "params", module.name)
+        return read_json(FACTS_PATH, "tinygpt/facts.json")[1]("wgsl", "params", wgsl.params_row(module.name))
 
     if found is None and table is None:
         return

@@ -4,6 +4,10 @@ the shaders share with the host: the element type (`alias elem = f32;`, or f16 w
 `enable`) and the constants of facts.json's wgsl.consts. `enable` and other directives are
 moved to the top, as WGSL wants them before any declaration.
 
+A lever's variants of a module live in shaders/levers/<lever id>/<module>.wgsl (the module
+"levers/<id>/<module>"): they keep the plain module's params (its facts.json wgsl.params row)
+and include from shaders/ like any module.
+
 One implementation, used by the build's shader check (naga, Tint), the bundle (esbuild imports
 the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (tests/oracles/gpu.py).
 Lines are copied whole, so a composed line:col maps back to the file and line it came from.
@@ -53,8 +57,16 @@ def prelude(source: str, elem: str) -> list[tuple[str, tuple[str, int]]]:
 
 
 def names(root: Path) -> list[str]:
-    """The modules: shaders/*.wgsl (shaders/lib/ holds what they include)."""
-    return sorted(p.stem for p in (root / "shaders").glob("*.wgsl"))
+    """The modules: shaders/*.wgsl and the levers' shaders/levers/*/*.wgsl (shaders/lib/ holds
+    what they include), as paths under shaders/ without the suffix."""
+    shaders = root / "shaders"
+    found = [*shaders.glob("*.wgsl"), *shaders.glob("levers/*/*.wgsl")]
+    return sorted(p.relative_to(shaders).with_suffix("").as_posix() for p in found)
+
+
+def params_row(name: str) -> str:
+    """The facts.json wgsl.params row a module's Params follow: a lever's variant keeps its plain module's."""
+    return name.rsplit("/", 1)[-1]
 
 
 def compose(root: Path, name: str, elem: str = "f32") -> Module:
@@ -104,13 +116,14 @@ def write_modules(root: Path):
     """Every module composed (f32) into .cache/wgsl/<name>.wgsl, which the engine's kernel table
     imports; a file is rewritten only when its text changes."""
     out = root / ".cache" / "wgsl"
-    out.mkdir(parents=True, exist_ok=True)
-    for stale in set(out.glob("*.wgsl")) - {out / f"{n}.wgsl" for n in names(root)}:
+    modules = names(root)
+    for stale in set(out.rglob("*.wgsl")) - {out / f"{n}.wgsl" for n in modules}:
         stale.unlink(missing_ok=True)  # a module that is gone must not stay importable
-    for name in names(root):
+    for name in modules:
         path = out / f"{name}.wgsl"
+        path.parent.mkdir(parents=True, exist_ok=True)
         text = compose(root, name).text
         if not path.exists() or path.read_text() != text:
-            tmp = path.with_name(f".{name}.{os.getpid()}.tmp")  # readers see the old text or the new
+            tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")  # readers see the old text or the new
             tmp.write_text(text)
             tmp.replace(path)
