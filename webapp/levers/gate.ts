@@ -8,18 +8,50 @@
 
 import facts from "../../tinygpt/facts.json";
 
-/** facts.gate's kernel rule: max|out - ref| and the floored mean relative error, against mean|ref|. */
-export function withinGate(out: Float32Array, ref: Float32Array): boolean {
-  if (out.length !== ref.length || ref.length === 0) return false;
+/**
+ * How far `out` is from `ref` under facts.gate's kernel rule, each error as a share of its budget
+ * (below 1 passes): max|out - ref| against max_abs_frac_of_mean_ref of mean|ref|, and the mean
+ * relative error, each element's floored at rel_floor_frac_of_mean_ref of mean|ref|, against mean_rel.
+ * Different lengths, an empty ref or a NaN give Infinity or NaN, which never pass.
+ */
+export function gateErrors(out: Float32Array, ref: Float32Array): GateErrors {
+  if (out.length !== ref.length || ref.length === 0) return { "max error": Infinity, "mean relative error": Infinity };
   const meanAbs = ref.reduce((s, v) => s + Math.abs(v), 0) / ref.length;
   const floor = facts.gate.rel_floor_frac_of_mean_ref * meanAbs;
   let maxAbs = 0, rel = 0;
   for (let i = 0; i < ref.length; i++) {
     const d = Math.abs(out[i] - ref[i]);
-    maxAbs = Math.max(maxAbs, d); // NaN stays NaN and fails below
+    maxAbs = Number.isNaN(d) ? NaN : Math.max(maxAbs, d);
     rel += d / Math.max(Math.abs(ref[i]), floor);
   }
-  return maxAbs < facts.gate.max_abs_frac_of_mean_ref * meanAbs && rel / ref.length < facts.gate.mean_rel;
+  return {
+    "max error": maxAbs / (facts.gate.max_abs_frac_of_mean_ref * meanAbs),
+    "mean relative error": rel / ref.length / facts.gate.mean_rel,
+  };
+}
+
+/** Whether every error is within its budget (a NaN share fails). */
+export const withinBudget = (errors: GateErrors) => Object.values(errors).every((share) => share < 1);
+
+/** facts.gate's kernel rule, passed or not. */
+export const withinGate = (out: Float32Array, ref: Float32Array) => withinBudget(gateErrors(out, ref));
+
+/** Measured errors by name, each as a share of its budget (1: at the limit). */
+export type GateErrors = Record<string, number>;
+
+/** The worst of each error over several comparisons. */
+export function worst(...all: GateErrors[]): GateErrors {
+  const out: GateErrors = {};
+  for (const errors of all) {
+    for (const [name, share] of Object.entries(errors)) out[name] = Number.isNaN(share) || Number.isNaN(out[name]) ? NaN : Math.max(out[name] ?? 0, share);
+  }
+  return out;
+}
+
+/** What a lever's check found: why it failed (null: it passed) and the errors it measured. */
+export interface Outcome {
+  failure: string | null;
+  errors: GateErrors;
 }
 
 /** A lever's verdict on this device: the page shows its pill exactly when `pass`. */
@@ -27,8 +59,16 @@ export interface Verdict {
   pass: boolean;
   /** In words, for the "This device" panel. */
   reason: string;
+  /** The check's measured errors, shares of their budgets (none when forced). */
+  errors: GateErrors;
   /** Remembered from an earlier visit rather than checked in this session. */
   cached: boolean;
+}
+
+/** The errors in words: "max error 12% of its budget, ...". */
+export function describeErrors(errors: GateErrors): string {
+  const pct = (share: number) => (Number.isFinite(share) ? `${(100 * share).toPrecision(2)}%` : String(share));
+  return Object.entries(errors).map(([name, share]) => `${name} ${pct(share)} of its budget`).join(", ");
 }
 
 /** What a verdict depends on: the device that ran the check, the browser, and the kernels compared. */
@@ -41,6 +81,7 @@ export interface VerdictKey {
 export interface StoredVerdict extends VerdictKey {
   pass: boolean;
   reason: string;
+  errors?: GateErrors;
 }
 
 /** Verdicts that outlive the session, one per lever id (the latest). */
@@ -86,21 +127,21 @@ export async function shaderHash(...parts: (BufferSource | string)[]): Promise<s
 
 const sameKey = (a: VerdictKey, b: VerdictKey) => a.adapter === b.adapter && a.browser === b.browser && a.shaders === b.shaders;
 
-async function reach(lever: string, key: VerdictKey, check: () => Promise<string | null>): Promise<Verdict> {
-  if (forced.has(lever)) return { pass: false, reason: `forced to fail for a test (?gate-fail=${lever})`, cached: false };
+async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
+  if (forced.has(lever)) return { pass: false, reason: `forced to fail for a test (?gate-fail=${lever})`, errors: {}, cached: false };
   const kept = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
-  if (kept && sameKey(kept, key)) return { pass: kept.pass, reason: kept.reason, cached: true };
-  let failure: string | null;
+  if (kept && sameKey(kept, key)) return { pass: kept.pass, reason: kept.reason, errors: kept.errors ?? {}, cached: true };
+  let outcome: Outcome;
   try {
-    failure = await check();
+    outcome = await check();
   } catch (e) {
-    failure = `its check failed to run (${(e as Error).message})`;
+    outcome = { failure: `its check failed to run (${(e as Error).message})`, errors: {} };
   }
-  const verdict = { pass: failure === null, reason: failure ?? "matches the plain path within the gate", cached: false };
+  const verdict = { pass: outcome.failure === null, reason: outcome.failure ?? "matches the plain path within the gate", errors: outcome.errors, cached: false };
   const into = store;
   if (into) {
     // A store that cannot be written (storage off, quota) only costs a check on the next visit.
-    writes = writes.then(async () => into.save({ ...(await into.load()), [lever]: { ...key, pass: verdict.pass, reason: verdict.reason } })).catch(() => undefined);
+    writes = writes.then(async () => into.save({ ...(await into.load()), [lever]: { ...key, pass: verdict.pass, reason: verdict.reason, errors: verdict.errors } })).catch(() => undefined);
     await writes;
   }
   return verdict;
@@ -108,16 +149,18 @@ async function reach(lever: string, key: VerdictKey, check: () => Promise<string
 
 /**
  * The verdict of `lever` under `key`: forced, remembered, or reached now by
- * `check`, which resolves with null when the lever's kernels agree with the
- * plain ones and with the reason when they do not (a throw fails too).
- * Asked again in this session with the same key, the same verdict comes back
- * without running anything.
+ * `check`, whose failure is null when the lever's kernels agree with the plain
+ * ones and the reason when they do not (a throw fails too). Each verdict is
+ * logged once a session, one console line with its errors. Asked again in
+ * this session with the same key, the same verdict comes back without running
+ * anything.
  */
-export function gate(lever: string, key: VerdictKey, check: () => Promise<string | null>): Promise<Verdict> {
+export function gate(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
   const k = JSON.stringify([lever, key.adapter, key.browser, key.shaders]);
   let verdict = session.get(k);
   if (!verdict) {
     verdict = reach(lever, key, check);
+    verdict.then((v) => console.info(`numerics gate: ${lever} ${v.pass ? "on" : "off"}${v.cached ? " (remembered)" : ""}: ${v.reason}${Object.keys(v.errors).length ? `; ${describeErrors(v.errors)}` : ""}`));
     session.set(k, verdict);
   }
   return verdict;

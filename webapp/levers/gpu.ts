@@ -1,12 +1,16 @@
 // The GPU half of the lever framework. A GPU lever is a kernel table: the ops
 // it replaces (kernels.ts Op -> Kernel, keeping each op's bindings and params)
-// and the adapter feature it needs. Its gate, kernelTableAgrees, runs a whole
-// training step of small models twice on this adapter, once on the plain
-// kernels and once with the lever's, and compares what the step computes: the
-// logits, the loss, and the gradients (after one step from zero moments, Adam's
-// m is (1 - beta1) times the clipped gradient and v (1 - beta2) times its
-// square), each within facts.gate. The worker passes the tables that passed to
-// the WebGPU backend (its `kernels` option) with the features they need.
+// and the adapter feature it needs. Its gate, kernelTableAgrees, trains small
+// models twice on this adapter, once on the plain kernels and once with the
+// lever's, and compares what a step computes: the logits, the loss, and the
+// gradients (after one step from zero moments, Adam's m is (1 - beta1) times
+// the clipped gradient and v (1 - beta2) times its square), each within
+// facts.gate; then, on the first (aligned) shape, facts.gate.check_steps steps
+// on one fixed batch, whose losses must stay within curve_rel_tolerance of the
+// plain run's (state a variant carries from step to step, a weight mirror, is
+// exercised there; one shape's curve keeps the check to seconds). The
+// worker passes the tables that passed to the WebGPU backend (its `kernels`
+// option) with the features they need.
 
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
@@ -14,7 +18,8 @@ import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
 import { defaultTrainConfig, paramCount } from "../engine/model";
 import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
-import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "./gate";
+import facts from "../../tinygpt/facts.json";
+import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "./gate";
 
 export interface GpuLever {
   /** Its facts.levers id. */
@@ -53,16 +58,31 @@ const LR = 1e-3;
  */
 export type GateDevice = { gpu: GPU } | { context: GpuContext };
 
+/** The largest relative difference between two loss curves, as a share of facts.gate.curve_rel_tolerance. */
+function curveShare(got: number[], want: number[]): number {
+  let share = 0;
+  for (let i = 0; i < want.length; i++) {
+    const d = Math.abs(got[i] - want[i]) / Math.abs(want[i]) / facts.gate.curve_rel_tolerance;
+    share = Number.isNaN(d) ? NaN : Math.max(share, d);
+  }
+  return share;
+}
+
+const CURVE = `${facts.gate.check_steps}-step loss`;
+
 /**
- * Null when the kernel table `kernels` computes a training step of every
- * shape like the plain kernels do on this adapter, else why not.
+ * Whether the kernel table `kernels` trains every shape like the plain kernels
+ * do on this adapter (failure null), else why not, with the worst errors measured.
  */
-export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelTable>, features: GPUFeatureName[] = [], shapes = GATE_SHAPES): Promise<string | null> {
+export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelTable>, features: GPUFeatureName[] = [], shapes = GATE_SHAPES): Promise<Outcome> {
   const unexercised = new Set(Object.keys(kernels) as Op[]);
+  const measured: GateErrors[] = [];
+  let failure: string | null = null;
   // One device for both sides: the plain kernels compile once, the variants only what they replace.
   const context = "context" in on ? on.context : await requestGpu(on.gpu, undefined, features);
   try {
-    for (const { model, batch } of shapes) {
+    for (const [i, { model, batch }] of shapes.entries()) {
+      if (failure) break;
       const train = defaultTrainConfig(batch, LR);
       const plain = await createGpuBackend(model, train, { context });
       const variant = await createGpuBackend(model, train, { context, kernels }).catch((e) => {
@@ -76,19 +96,26 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
         const n = batch * model.block_size;
         const x = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
         const y = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
+        const steps = i === 0 ? facts.gate.check_steps : 1;
         const run = async (b: typeof plain) => {
           await b.setState({ params, step: 0 });
           const logits = await b.nextLogits(x.subarray(0, model.block_size));
           const loss = await b.loss(x, y);
-          const stepLoss = await b.trainStep(x, y, LR);
+          const curve = [await b.trainStep(x, y, LR)];
           const { m, v } = await b.getState();
-          return { logits, loss: Float32Array.of(loss, stepLoss), m: m!, v: v! };
+          while (curve.length < steps) curve.push(await b.trainStep(x, y, LR));
+          return { logits, loss: Float32Array.of(loss, curve[0]), m: m!, v: v!, curve };
         };
         const [want, got] = [await run(plain), await run(variant)];
         const shape = `${model.n_layer}x${model.n_embd}x${model.n_head}, context ${model.block_size}, batch ${batch}`;
         for (const what of ["logits", "loss", "m", "v"] as const) {
-          if (!withinGate(got[what], want[what])) return `its ${what === "m" || what === "v" ? `gradients (Adam ${what})` : what} differ from the plain kernels' (${shape})`;
+          const errors = gateErrors(got[what], want[what]);
+          measured.push(errors);
+          if (!failure && !withinBudget(errors)) failure = `its ${what === "m" || what === "v" ? `gradients (Adam ${what})` : what} differ from the plain kernels' (${shape})`;
         }
+        const curve = curveShare(got.curve, want.curve);
+        if (steps > 1) measured.push({ [CURVE]: curve });
+        if (!failure && !(curve < 1)) failure = `its ${CURVE} on a fixed batch strays from the plain kernels' (${shape})`;
       } finally {
         plain.dispose();
         variant.dispose();
@@ -97,7 +124,8 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
   } finally {
     if (!("context" in on)) context.device.destroy();
   }
-  return unexercised.size ? `the gate's shapes never run ${[...unexercised].join(", ")}` : null;
+  if (!failure && unexercised.size) failure = `the gate's shapes never run ${[...unexercised].join(", ")}`;
+  return { failure, errors: worst(...measured) };
 }
 
 /** What the WebGPU backend runs on an adapter: every GPU lever's verdict, and the tables and features of those that passed. */

@@ -26,7 +26,7 @@ export async function cpuVerdicts(): Promise<Record<string, Verdict>> {
   try {
     return { [RELAXED_SIMD]: (await gatedRelaxed(await bytes())).verdict };
   } catch (e) {
-    return { [RELAXED_SIMD]: { pass: false, reason: `the WebAssembly module could not be checked (${(e as Error).message})`, cached: false } };
+    return { [RELAXED_SIMD]: { pass: false, reason: `the WebAssembly module could not be checked (${(e as Error).message})`, errors: {}, cached: false } };
   }
 }
 

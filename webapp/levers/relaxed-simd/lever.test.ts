@@ -29,8 +29,12 @@ test("this Node runs the relaxed-SIMD build when the harness turned it on", () =
 test("the gate passes the relaxed build and refuses one whose multiply-adds are wrong; that backend runs plain", async () => {
   configureGates({});
   if (engineRelaxed) {
-    assert.equal(await relaxedAgrees(wasm, relaxedModule(wasm)!), true);
-    assert.equal(await relaxedAgrees(broken, relaxedModule(broken)!), false);
+    const good = await relaxedAgrees(wasm, relaxedModule(wasm)!);
+    assert.equal(good.failure, null);
+    assert.ok(good.errors["max error"] < 1 && good.errors["mean relative error"] < 1, JSON.stringify(good.errors));
+    const bad = await relaxedAgrees(broken, relaxedModule(broken)!);
+    assert.notEqual(bad.failure, null);
+    assert.ok(!(bad.errors["max error"] < 1 && bad.errors["mean relative error"] < 1), "the broken build's errors are over budget");
     assert.equal((await gatedRelaxed(wasm)).verdict.pass, true);
   }
   const { verdict } = await gatedRelaxed(broken);

@@ -12,7 +12,7 @@
 import { Rng } from "../../engine/rng";
 import type { Kernels } from "../../cpu/threads";
 import { relaxedModule } from "../../cpu/wasm";
-import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "../gate";
+import { type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "../gate";
 
 export const ID = "relaxed-simd";
 
@@ -66,11 +66,12 @@ async function outputs(bytes: BufferSource, x: Inputs): Promise<Float32Array[]> 
   return [read(lin, ROWS * M), read(wg, K * M), read(y, N * C), probs, read(dq, N * C), read(dk, N * C), read(dv, N * C)];
 }
 
-/** Whether the relaxed build's kernels match the plain build's on this engine and machine. */
-export async function relaxedAgrees(plain: BufferSource, relaxed: BufferSource): Promise<boolean> {
+/** Whether the relaxed build's kernels match the plain build's on this engine and machine, and how closely. */
+export async function relaxedAgrees(plain: BufferSource, relaxed: BufferSource): Promise<Outcome> {
   const x = inputs();
   const [ref, out] = await Promise.all([outputs(plain, x), outputs(relaxed, x)]);
-  return ref.every((r, i) => withinGate(out[i], r));
+  const errors = worst(...ref.map((r, i) => gateErrors(out[i], r)));
+  return { failure: withinBudget(errors) ? null : "its matrix products or attention differ from the plain build's", errors };
 }
 
 /** A CPU check has no adapter to name: the engine is the browser, which the key records anyway. */
@@ -94,10 +95,10 @@ export function gatedRelaxed(bytes: BufferSource): Promise<Gated> {
   if (!result) {
     result = (async () => {
       const relaxed = relaxedModule(bytes);
-      if (!relaxed) return { verdict: { pass: false, reason: "this cpu.wasm carries no relaxed-SIMD build", cached: false }, module: null };
-      if (!WebAssembly.validate(relaxed)) return { verdict: { pass: false, reason: "this browser has no relaxed SIMD", cached: false }, module: null };
+      if (!relaxed) return { verdict: { pass: false, reason: "this cpu.wasm carries no relaxed-SIMD build", errors: {}, cached: false }, module: null };
+      if (!WebAssembly.validate(relaxed)) return { verdict: { pass: false, reason: "this browser has no relaxed SIMD", errors: {}, cached: false }, module: null };
       const key = { adapter: ADAPTER, browser: browserVersion(), shaders: await shaderHash(bytes) };
-      const verdict = await gate(ID, key, async () => ((await relaxedAgrees(bytes, relaxed)) ? null : "its matrix products or attention differ from the plain build's"));
+      const verdict = await gate(ID, key, () => relaxedAgrees(bytes, relaxed));
       return { verdict, module: verdict.pass ? relaxed : null };
     })();
     gated.set(bytes, result);
