@@ -6,17 +6,26 @@
 // Options: --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
 // --f16 (weights stored as f16, as gallery files are),
-// --stats path.json (timings for the benchmark), --profile (after saving, time one
-// more step dispatch by dispatch and list the ops by time), --quiet.
+// --stats path.json (timings, every step's loss, the levers' verdicts: for the
+// benchmarks), --profile (after saving, time one more step dispatch by dispatch
+// and list the ops by time), --quiet.
+// GPU levers, as the app runs them: each is gated on this adapter and runs if it
+// passes. --levers none trains on the plain f32 kernels; --levers a,b gates only
+// those, and stops if one does not pass (a figure for a lever that did not run is
+// no figure). --dawn-f16-toggle sets Dawn's vulkan_enable_f16_on_nvidia adapter
+// toggle, for our benchmark hosts: Dawn hides shader-f16 on NVIDIA without it
+// (a browser decides that itself; the app never sets a toggle).
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { create, globals } from "webgpu";
 import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
+import facts from "../../tinygpt/facts.json";
+import { GPU_LEVERS, gpuLevers } from "../levers/gpu";
 import { splitCorpus, trainBatch } from "../engine/data";
 
-const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--stats path.json] [--profile] [--quiet]";
+const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]";
 // Steps issued ahead of the one being read back; the backend bounds GPU work in flight itself.
 const WINDOW = 8;
 // Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
@@ -43,6 +52,7 @@ async function main(): Promise<void> {
         "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
         "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
         stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" },
+        levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
   } catch (e) {
@@ -77,13 +87,28 @@ async function main(): Promise<void> {
     fail(`cannot read the corpus: ${(e as Error).message}`);
   }
 
+  const wanted = args.levers ?? "all";
+  const known = GPU_LEVERS.map((l) => l.id);
+  const chosen = wanted === "all" ? known : wanted === "none" ? [] : wanted.split(",");
+  for (const id of chosen) if (!known.includes(id)) fail(`--levers: no GPU lever ${JSON.stringify(id)} (there are: ${known.join(", ") || "none"})`);
+
   Object.assign(globalThis, globals);
-  const gpu = create([]);
-  const backend = await createBackend("webgpu", p.model, train, { gpu });
+  const gpu = create(args["dawn-f16-toggle"] ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
+  const gated = await gpuLevers({ gpu }, adapter, GPU_LEVERS.filter((l) => chosen.includes(l.id)));
+  for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
+  if (wanted !== "all") {
+    const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
+    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs ${facts.levers.find((l) => l.id === id)?.feature}, which this adapter lacks`}`).join("; ")}`);
+  }
+  const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
+  const backend = await createBackend("webgpu", p.model, train, { gpu, adapter, kernels: gated.kernels, features: gated.features, levers });
   const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
-  log(`train: ${p.label} on ${backend.device}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
+  log(`train: ${p.label} on ${backend.device}${backend.paths.length ? ` (+${backend.paths.join(", +")})` : ", plain f32 kernels"}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
+  const losses: number[] = [];
 
   const t0 = performance.now();
   let timedFrom = t0;
@@ -98,6 +123,7 @@ async function main(): Promise<void> {
       issued++;
     }
     last = await pending.shift()!;
+    losses.push(last);
     done++;
     if (!Number.isFinite(last)) throw new Error(`the loss became ${last} at step ${done}; stopping (lower --lr?)`);
     if (done === Math.min(WARMUP_STEPS, steps)) timedFrom = performance.now();
@@ -131,7 +157,7 @@ async function main(): Promise<void> {
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gated.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();
