@@ -1,12 +1,15 @@
 """Training throughput of the WebGPU backend (Node + Dawn, the code users run)
-beside PyTorch eager fp32 (TF32 off) training the same model on the same GPU.
+on the plain f32 kernels, with each GPU lever alone and with the stack of those
+that ran, beside PyTorch training the same model on the same GPU in the same
+run: eager fp32 (TF32 off), eager TF32, and bf16 autocast (all with SDPA).
 
     python bench/bench_train.py                      # bundle the CLI, all presets, write content/data/train_gpu.json
-    python bench/bench_train.py --presets huge --steps 20 --node /tmp/node --no-bundle --out $OUT/train_gpu.json
+    python bench/bench_train.py --presets huge --steps 20 --node /tmp/node --no-bundle --dawn-f16-toggle --out $OUT/train_gpu.json
 
 Tokens/s counts batch_size * block_size tokens per optimizer step, timed after
-a few warm-up steps. PyTorch runs only where torch with CUDA is importable; the
-ratio is WebGPU / PyTorch.
+a few warm-up steps. A lever this adapter lacks, or whose gate fails here, is
+reported and left out of the stack. PyTorch runs only where torch with CUDA is
+importable; the ratio is WebGPU (stack) / PyTorch eager fp32.
 """
 import argparse
 import json
@@ -42,21 +45,33 @@ def corpus(path: Path, size: int = 4 << 20) -> Path:
     return path
 
 
-def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path) -> dict:
-    stats = tmp / f"{preset_id}.json"
+GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu"]
+# PyTorch as its users run it: the fp32 yardstick, TF32 matmuls, bf16 autocast.
+TORCH_MODES = {"pytorch_eager_fp32": "PyTorch eager fp32 (TF32 off)", "pytorch_tf32": "PyTorch TF32",
+               "pytorch_bf16_autocast": "PyTorch bf16 autocast"}
+
+
+def webgpu(node: str, preset_id: str, steps: int, text: Path, tmp: Path, levers: str, toggle: bool) -> dict:
+    """The CLI's stats for one run with `levers` (a --levers value), or the error it stopped with."""
+    stats = tmp / f"{preset_id}-{levers}.json"
     cmd = [node, str(CLI), "--preset", preset_id, "--corpus", str(text), "--steps", str(steps), "--out",
-           str(tmp / f"{preset_id}.tinygpt"), "--eval-every", "0", "--stats", str(stats), "--quiet", "--profile"]
+           str(tmp / f"{preset_id}.tinygpt"), "--eval-every", "0", "--stats", str(stats), "--quiet", "--profile",
+           "--levers", levers, *(["--dawn-f16-toggle"] if toggle else [])]
     run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=400)
     if run.returncode != 0:
         return {"error": (run.stdout + run.stderr)[-2000:]}
     return json.loads(stats.read_text())
 
 
-def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
-    """The same model, initialisation and step in PyTorch eager (tests/oracles/torch_model.py)."""
+def torch_run(preset_id: str, steps: int, text: Path, mode: str) -> dict | None:
+    """The same model, initialisation and step in PyTorch eager (tests/oracles/torch_model.py), in `mode` (TORCH_MODES)."""
     torch = cuda_torch()
     if torch is None:
         return None
+    tf32 = mode == "pytorch_tf32"
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
     from tests.oracles.torch_model import adamw, torch_loss
     from tinygpt.train import TrainConfig
     config, tc = model.GPTConfig.from_preset(preset_id), TrainConfig.from_preset(preset_id)
@@ -72,7 +87,8 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
         starts = torch.randint(0, len(data) - T - 1, (B,), device=dev, generator=gen)
         rows = starts[:, None] + torch.arange(T + 1, device=dev)
         chunk = data[rows]
-        loss = torch_loss(config, P, chunk[:, :-1], chunk[:, 1:])[1]
+        with torch.autocast("cuda", dtype=torch.bfloat16, enabled=mode == "pytorch_bf16_autocast"):
+            loss = torch_loss(config, P, chunk[:, :-1], chunk[:, 1:])[1]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, tc.grad_clip)
@@ -87,6 +103,7 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
         loss = step()
     torch.cuda.synchronize()
     elapsed = time.perf_counter() - t0
+    cuda_torch()  # the fp32 yardstick's settings back for whatever runs next
     return {"tokens_per_s": steps * B * T / elapsed, "ms_per_step": 1000 * elapsed / steps, "final_loss": loss.item(),
             "device": torch.cuda.get_device_name(), "torch": torch.__version__}
 
@@ -94,64 +111,88 @@ def torch_eager(preset_id: str, steps: int, text: Path) -> dict | None:
 def plot_fields(doc: dict) -> dict:
     """The speedup page's view (tinygpt/site_build/plots.py) of a finished run."""
     rows = doc["results"]
-    def points(key):
-        return [{"x": r["preset"], "y": round(r[key]["tokens_per_s"], 1)} for r in rows if r[key] and "tokens_per_s" in r[key]]
+    def points(side, key):
+        return [{"x": r["preset"], "y": round(r[side][key]["tokens_per_s"], 1)} for r in rows
+                if (r[side].get(key) or {}).get("tokens_per_s")]
+    configs = list(dict.fromkeys(k for r in rows for k in r["webgpu"]))
     return {
         "hardware": f"{doc['gpu']} (WebGPU adapter: {doc['webgpu_adapter']})",
         "x_label": "preset",
         "series": [
-            {"name": "WebGPU backend (Dawn in Node)", "unit": "tokens/s", "points": points("webgpu")},
-            {"name": "PyTorch eager fp32", "unit": "tokens/s", "points": points("pytorch_eager_fp32")},
-            {"name": "WebGPU / PyTorch", "unit": "ratio", "points": [{"x": r["preset"], "y": round(r["ratio"], 3)} for r in rows if "ratio" in r]},
+            *({"name": f"WebGPU, {label(c)}", "unit": "tokens/s", "points": points("webgpu", c)} for c in configs),
+            *({"name": name, "unit": "tokens/s", "points": points("pytorch", mode)} for mode, name in TORCH_MODES.items()),
+            {"name": "WebGPU stack / PyTorch eager fp32", "unit": "ratio", "points": [{"x": r["preset"], "y": round(r["ratio"], 3)} for r in rows if "ratio" in r]},
         ],
-        "rows": [{"preset": r["preset"], "params": r["params"], "WebGPU ms/step": round(r["webgpu"]["ms_per_step"], 2)} for r in rows if "ms_per_step" in r["webgpu"]],
+        "rows": [{"preset": r["preset"], "params": r["params"],
+                  **{f"{label(c)} ms/step": round(g["ms_per_step"], 2) for c, g in r["webgpu"].items() if "ms_per_step" in g},
+                  **({"stack / plain": round(r["stack_speedup"], 3)} if "stack_speedup" in r else {})} for r in rows],
     }
+
+
+def label(config: str) -> str:
+    return {"none": "plain f32"}.get(config, f"+{config}" if "," not in config else "stack (+" + ", +".join(config.split(",")) + ")")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--presets", default=",".join(p["id"] for p in FACTS["presets"]))
-    ap.add_argument("--steps", type=int, default=30, help="timed steps per preset (after %d warm-up steps)" % WARMUP)
+    ap.add_argument("--presets", default="small,medium,huge")
+    ap.add_argument("--steps", type=int, default=30, help="timed steps per run (after %d warm-up steps)" % WARMUP)
+    ap.add_argument("--levers", default=",".join(GPU_LEVERS), help="the GPU levers to run alone and stacked")
     ap.add_argument("--node", default="node")
+    ap.add_argument("--dawn-f16-toggle", action="store_true", help="set Dawn's vulkan_enable_f16_on_nvidia (benchmark hosts only)")
     ap.add_argument("--no-bundle", action="store_true", help="use the existing dist-cli/train.js (python build.py cli)")
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "train_gpu.json")
     args = ap.parse_args()
     if not args.no_bundle:
         build_cli(ROOT)
+    levers = [lever for lever in args.levers.split(",") if lever]
     results = []
     with tempfile.TemporaryDirectory() as d:
         tmp = Path(d)
         text = corpus(tmp / "corpus.txt")
         for pid in args.presets.split(","):
             p = preset(pid)
-            row = {"preset": pid, "params": model.param_count(model.GPTConfig.from_preset(pid)), "batch_size": p["batch_size"], "block_size": p["block_size"]}
-            gpu = webgpu(args.node, pid, args.steps + WARMUP, text, tmp)
-            row["webgpu"] = gpu
-            try:
-                ref = torch_eager(pid, args.steps, text)
-            except Exception as e:  # a failed baseline is reported, not fatal to the WebGPU figures
-                ref = {"error": f"{type(e).__name__}: {e}"}
-            row["pytorch_eager_fp32"] = ref
-            if ref and "tokens_per_s" in ref and "tokens_per_s" in gpu:
-                row["ratio"] = gpu["tokens_per_s"] / ref["tokens_per_s"]
+            row = {"preset": pid, "params": model.param_count(model.GPTConfig.from_preset(pid)), "batch_size": p["batch_size"],
+                   "block_size": p["block_size"], "webgpu": {}, "pytorch": {}}
+            run = lambda config: webgpu(args.node, pid, args.steps + WARMUP, text, tmp, config, args.dawn_f16_toggle)  # noqa: E731
+            row["webgpu"]["none"] = run("none")
+            for lever in levers:
+                row["webgpu"][lever] = run(lever)
+            ran = [lever for lever in levers if "tokens_per_s" in row["webgpu"][lever]]
+            if len(ran) > 1:
+                row["webgpu"][",".join(ran)] = run(",".join(ran))
+            for mode in TORCH_MODES:
+                try:
+                    row["pytorch"][mode] = torch_run(pid, args.steps, text, mode)
+                except Exception as e:  # a failed baseline is reported, not fatal to the WebGPU figures
+                    row["pytorch"][mode] = {"error": f"{type(e).__name__}: {e}"}
+            plain = row["webgpu"]["none"].get("tokens_per_s")
+            stack = row["webgpu"][",".join(ran)].get("tokens_per_s") if ran else plain
+            ref = (row["pytorch"]["pytorch_eager_fp32"] or {}).get("tokens_per_s")
+            if plain and stack:
+                row["stack_speedup"] = stack / plain
+            if stack and ref:
+                row["ratio"] = stack / ref
             results.append(row)
-            tok = gpu.get("tokens_per_s", math.nan)
-            line = f"{pid:7s} webgpu {tok:12.0f} tok/s"
-            if "ratio" in row:
-                line += f"   pytorch {ref['tokens_per_s']:12.0f} tok/s   ratio {row['ratio']:.3f}"
-            for r in (gpu.get("profile") or [])[:8]:
-                line += f"\n    {r['ms']:8.2f} ms {r['dispatches']:3d} x {r['op']} ({r['workgroups']} wg)"
-            for side, r in (("webgpu", gpu), ("pytorch", ref)):
-                if r and "error" in r:
-                    line += f"\n  {side} error: {r['error']}"
-            print(line, flush=True)
+            for config, g in row["webgpu"].items():
+                line = f"{pid:7s} webgpu {label(config):40s} " + (f"{g['tokens_per_s']:12.0f} tok/s" if "tokens_per_s" in g else "did not run: " + g.get("error", "?").strip().splitlines()[-1])
+                if config == "none" or "," in config:
+                    for r in (g.get("profile") or [])[:8]:
+                        line += f"\n    {r['ms']:8.2f} ms {r['dispatches']:3d} x {r['op']} ({r['workgroups']} wg)"
+                print(line, flush=True)
+            for mode, r in row["pytorch"].items():
+                if r:
+                    print(f"{pid:7s} {TORCH_MODES[mode]:47s} " + (f"{r['tokens_per_s']:12.0f} tok/s" if "tokens_per_s" in r else r["error"]), flush=True)
+            if "stack_speedup" in row:
+                print(f"{pid:7s} stack / plain f32: {row['stack_speedup']:.3f}" + (f", stack / PyTorch eager fp32: {row['ratio']:.3f}" if "ratio" in row else ""), flush=True)
+    first = lambda side, key: next((r[side][k][key] for r in results for k in r[side] if (r[side][k] or {}).get(key)), None)  # noqa: E731
     out = {
         "benchmark": "train_gpu",
-        "title": "Training speed on the GPU: WebGPU backend vs PyTorch eager fp32 (TF32 off)",
+        "title": "Training speed on the GPU: WebGPU backend, plain and with each lever, vs PyTorch",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": {"machine": platform.machine(), "system": platform.platform(), "python": platform.python_version()},
-        "gpu": next((r["pytorch_eager_fp32"]["device"] for r in results if r["pytorch_eager_fp32"] and "device" in r["pytorch_eager_fp32"]), None),
-        "webgpu_adapter": next((r["webgpu"]["device"] for r in results if "device" in r["webgpu"]), None),
+        "gpu": first("pytorch", "device"),
+        "webgpu_adapter": first("webgpu", "device"),
         "steps": args.steps, "warmup_steps": WARMUP,
         "command": "python bench/bench_train.py " + " ".join(sys.argv[1:]),
         "results": results,

@@ -13,6 +13,7 @@ the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (test
 Lines are copied whole, so a composed line:col maps back to the file and line it came from.
 """
 import functools
+import hashlib
 import os
 import re
 from dataclasses import dataclass
@@ -110,6 +111,18 @@ def struct_params(text: str) -> tuple[int, list[tuple[str, int]]] | None:
         for name, kind in FIELD.findall(line.split("//")[0]):
             fields.append((name if kind == "u32" else f"{name}:{kind}", first + offset))
     return text.count("\n", 0, found.start()) + 1, fields
+
+
+def lever_digest(root: Path, lever: str) -> str | None:
+    """SHA-256 of a lever's variant modules as composed (so a change to a file they include counts),
+    or None when it has none: what its measured loss curve is keyed by."""
+    modules = [n for n in names(root) if n.startswith(f"levers/{lever}/")]
+    if not modules:
+        return None
+    digest = hashlib.sha256()
+    for name in modules:
+        digest.update(f"{name}\0{compose(root, name).text}\0".encode())
+    return digest.hexdigest()
 
 
 def write_modules(root: Path):
