@@ -5,12 +5,17 @@ needs)."""
 import base64
 import math
 import time
+import urllib.parse
 
 from playwright.sync_api import expect
 
 from tinygpt import checkpoint
+from tinygpt.facts import FACTS
 
 LN_VOCAB = math.log(256)
+# Gating a GPU lever on SwiftShader trains small models for a while on both kernel tables: the
+# tests that are not about levers force those gates off (never stored), and the plain kernels run.
+GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu"]
 
 
 # mulberry32: the page's only random choice is the training seed it draws with Math.random.
@@ -25,8 +30,15 @@ SEEDED_RANDOM = """(() => {
 })();"""
 
 
-def open_app(open_page, browser, path: str = "/app/", seed: int | None = None):
-    """The app, ready; with `seed`, every run it starts draws the same training seed."""
+def open_app(open_page, browser, path: str = "/app/", seed: int | None = None, gpu_levers: bool = False):
+    """The app, ready; with `seed`, every run it starts draws the same training seed; without
+    `gpu_levers`, the GPU levers' gates are forced to fail (?gate-fail=), so they run no check."""
+    if not gpu_levers:
+        url = urllib.parse.urlsplit(path)
+        query = urllib.parse.parse_qs(url.query)
+        forced = [lever for v in query.get("gate-fail", []) for lever in v.split(",")] + GPU_LEVERS
+        query["gate-fail"] = [",".join(dict.fromkeys(forced))]
+        path = url._replace(query=urllib.parse.urlencode(query, doseq=True, safe=",")).geturl()
     visit = open_page(browser, path, init_script=None if seed is None else SEEDED_RANDOM % seed)
     assert visit.response.status == 200
     page = visit.page

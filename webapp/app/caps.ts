@@ -6,6 +6,7 @@
 // verdict (not built yet) are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
 import type { Caps } from "../worker/protocol";
+import { describeErrors } from "../levers/gate";
 import { $, el } from "./dom";
 import { explainerFor } from "./explainers";
 
@@ -83,4 +84,18 @@ export function showCaps(caps: Caps): void {
     details.append(el("dt", {}, "Available, not used yet"), el("dd", { id: "caps-unused" }, unused.join(", ")));
   }
   box.dataset.webgpu = caps.webgpu ? "yes" : "no";
+  for (const node of document.querySelectorAll<HTMLElement>("[data-gate]")) node.textContent = onThisDevice(node.dataset.gate!, caps);
+}
+
+/** A lever's explainer line: its verdict here and the errors its check measured, or why it has none. */
+function onThisDevice(id: string, caps: Caps): string {
+  const v = caps.levers[id];
+  const lever = facts.levers.find((l) => l.id === id)!;
+  if (v) {
+    const errors = Object.keys(v.errors).length ? ` Measured against the plain path: ${describeErrors(v.errors)}.` : "";
+    return `On this device: ${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}.${errors}`;
+  }
+  if (lever.status === "planned") return "On this device: not built yet.";
+  const has = lever.backend === "wasm" ? caps.wasmSimd : lever.feature ? caps.features.includes(lever.feature) : caps.webgpu;
+  return has ? "On this device: not checked yet." : `On this device: off, ${lever.backend === "wasm" ? "no WebAssembly SIMD here" : lever.feature && caps.webgpu ? `this GPU adapter has no ${lever.feature}` : "no WebGPU here"}.`;
 }

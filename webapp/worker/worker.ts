@@ -49,8 +49,11 @@ async function handle(msg: ToWorker): Promise<void> {
     case "caps": {
       const caps = await detectCaps();
       // Every backend's levers are checked: "auto" may pick either (best.ts), and either can be chosen.
-      const levers = { ...(caps.webgpu ? await gpuVerdicts() : {}), ...(caps.wasmSimd ? await cpuVerdicts() : {}) };
-      post({ type: "caps", caps: { ...caps, levers } });
+      // The CPU's check takes milliseconds, the GPU's a step of small models per lever (seconds on a
+      // software adapter): the page hears what is known at once, and again with the GPU's verdicts.
+      const cpu = caps.wasmSimd ? await cpuVerdicts() : {};
+      post({ type: "caps", caps: { ...caps, levers: cpu } });
+      if (caps.webgpu) post({ type: "caps", caps: { ...caps, levers: { ...(await gpuVerdicts()), ...cpu } } });
       const claims = deviceClaims.count;
       return exclusive(async () => {
         const best = await chooseBest(session.backends, () => deviceClaims.count !== claims);
