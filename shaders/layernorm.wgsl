@@ -47,7 +47,7 @@ const WG = 128u;
 @group(0) @binding(9) var<storage, read_write> dweight: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dbias: array<f32>;
 
-var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce.wgsl's scratch
+var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce_tree.wgsl's scratch
 
 @compute @workgroup_size(128)
 fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {

@@ -2,10 +2,11 @@
 // into workgroup reductions (LayerNorm forward and backward, the cross-entropy
 // loss and its mean, the gradient norm) with those reductions done by subgroup
 // operations: shaders/levers/subgroups/, the plain modules composed over
-// levers/subgroups/lib/reduce.wgsl in place of lib/reduce.wgsl. They need the
-// adapter's `subgroups` feature and WGSL's `subgroup_id` language feature (the
-// subgroup_id and num_subgroups builtins), which is how they combine subgroups
-// without assuming which invocations share one or how many there are.
+// levers/subgroups/lib/reduce_subgroups.wgsl in place of lib/reduce_tree.wgsl.
+// They need the adapter's `subgroups` feature and WGSL's `subgroup_id`
+// language feature (the subgroup_id and num_subgroups builtins), which is how
+// they combine subgroups without assuming which invocations share one or how
+// many there are.
 
 import { F32_KERNELS, type Op } from "../../engine/gpu/kernels";
 import type { GpuLever } from "../gpu";

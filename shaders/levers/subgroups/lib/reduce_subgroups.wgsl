@@ -1,5 +1,5 @@
-// levers/subgroups/lib/reduce.wgsl: lib/reduce.wgsl's sum or max over a workgroup through subgroup
-// operations, for the subgroups lever's variants (#replace'd under the plain entry points). Two
+// levers/subgroups/lib/reduce_subgroups.wgsl: lib/reduce.wgsl's sum or max over a workgroup through
+// subgroup operations, #replace'd for lib/reduce_tree.wgsl under the plain entry points. Two
 // steps and two barriers instead of log2(n) + 2: each subgroup reduces its own invocations, then
 // every subgroup reduces the subgroups' partials, so each invocation gets the total without a
 // third barrier.
@@ -22,7 +22,7 @@ struct Lane {
 }
 
 // The subgroups' partials in 0 .. num_subgroups-1; the rest is for the kernels that use it as
-// lib/reduce.wgsl's (layernorm_backward_params).
+// lib/reduce_tree.wgsl's (layernorm_backward_params).
 var<workgroup> scratch: array<f32, 256>;
 
 fn over_subgroup(v: f32, take_max: bool) -> f32 {
@@ -43,12 +43,4 @@ fn reduce(l: Lane, v: f32, n: u32, take_max: bool) -> f32 {
   let total = over_subgroup(part, take_max);
   workgroupBarrier();
   return total;
-}
-
-fn reduce_sum(l: Lane, v: f32, n: u32) -> f32 {
-  return reduce(l, v, n, false);
-}
-
-fn reduce_max(l: Lane, v: f32, n: u32) -> f32 {
-  return reduce(l, v, n, true);
 }
