@@ -31,14 +31,15 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> loss: array<f32>;
 
 @compute @workgroup_size(256)
-fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn crossentropy_forward(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  let t = l.t;
   let base = wg.x * p.V;
   var m = -3.0e38;
   for (var c = t; c < p.V; c += 256u) { m = max(m, logits[base + c]); }
-  m = reduce_max(t, m, 256u);
+  m = reduce_max(l, m, 256u);
   var s = 0.0;
   for (var c = t; c < p.V; c += 256u) { s += exp(logits[base + c] - m); }
-  let lse = m + log(reduce_sum(t, s, 256u));
+  let lse = m + log(reduce_sum(l, s, 256u));
   if (t == 0u) {
     losses[wg.x] = lse - logits[base + targets[wg.x]];
     lse_out[wg.x] = lse;
@@ -58,9 +59,10 @@ fn crossentropy_backward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
 }
 
 @compute @workgroup_size(256)
-fn crossentropy_mean(@builtin(local_invocation_index) t: u32) {
+fn crossentropy_mean(l: Lane) {
+  let t = l.t;
   var s = 0.0;
   for (var r = t; r < p.rows; r += 256u) { s += losses_in[r]; }
-  let total = reduce_sum(t, s, 256u);
+  let total = reduce_sum(l, s, 256u);
   if (t == 0u) { loss[0] = total / f32(p.rows); }
 }

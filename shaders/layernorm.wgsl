@@ -47,20 +47,21 @@ const WG = 128u;
 @group(0) @binding(9) var<storage, read_write> dweight: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dbias: array<f32>;
 
-var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce.wgsl's scratch
+var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce_tree.wgsl's scratch
 
 @compute @workgroup_size(128)
-fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  let t = l.t;
   let base = wg.x * p.C;
   var s = 0.0;
   for (var i = t; i < p.C; i += WG) { s += x[base + i]; }
-  let mean = reduce_sum(t, s, WG) / f32(p.C);
+  let mean = reduce_sum(l, s, WG) / f32(p.C);
   var ss = 0.0;
   for (var i = t; i < p.C; i += WG) {
     let d = x[base + i] - mean;
     ss += d * d;
   }
-  let rstd = 1.0 / sqrt(reduce_sum(t, ss, WG) / f32(p.C) + p.eps);
+  let rstd = 1.0 / sqrt(reduce_sum(l, ss, WG) / f32(p.C) + p.eps);
   for (var i = t; i < p.C; i += WG) {
     out[base + i] = (x[base + i] - mean) * rstd * weight[i] + bias[i];
   }
@@ -71,7 +72,8 @@ fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
 }
 
 @compute @workgroup_size(128)
-fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  let t = l.t;
   let base = wg.x * p.C;
   let mean = mean_in[wg.x];
   let rstd = rstd_in[wg.x];
@@ -82,8 +84,8 @@ fn layernorm_backward_dx(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
     sg += g;
     sgx += g * (x[base + i] - mean) * rstd;
   }
-  let mean_g = reduce_sum(t, sg, WG) / f32(p.C);
-  let mean_gx = reduce_sum(t, sgx, WG) / f32(p.C);
+  let mean_g = reduce_sum(l, sg, WG) / f32(p.C);
+  let mean_gx = reduce_sum(l, sgx, WG) / f32(p.C);
   for (var i = t; i < p.C; i += WG) {
     let xhat = (x[base + i] - mean) * rstd;
     var d = rstd * (dout[base + i] * weight[i] - mean_g - xhat * mean_gx);

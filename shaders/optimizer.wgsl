@@ -50,18 +50,20 @@ struct Params {
 @group(0) @binding(8) var<storage, read_write> v: array<f32>;
 
 @compute @workgroup_size(256)
-fn grad_norm_partial(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
+fn grad_norm_partial(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  let t = l.t;
   var s = 0.0;
   for (var i = wg.x * 256u + t; i < p.n; i += p.n_partials * 256u) { s += grad[i] * grad[i]; }
-  let total = reduce_sum(t, s, 256u);
+  let total = reduce_sum(l, s, 256u);
   if (t == 0u) { partials[wg.x] = total; }
 }
 
 @compute @workgroup_size(256)
-fn grad_norm_final(@builtin(local_invocation_index) t: u32) {
+fn grad_norm_final(l: Lane) {
+  let t = l.t;
   var s = 0.0;
   for (var i = t; i < p.n_partials; i += 256u) { s += partials_in[i]; }
-  let total = sqrt(reduce_sum(t, s, 256u));
+  let total = sqrt(reduce_sum(l, s, 256u));
   if (t == 0u) {
     norm[0] = total;
     norm[1] = select(1.0, p.grad_clip / total, total > p.grad_clip);

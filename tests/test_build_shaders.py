@@ -144,6 +144,27 @@ def test_composition_puts_directives_first_and_includes_each_file_once(tmp_path)
     assert module.text.count("const B = 1u;") == 1
 
 
+def test_a_replaced_include_composes_the_replacement_everywhere_after_it(tmp_path):
+    """A lever's variant swaps a helper under the plain module's entry points: the plain module's
+    own include of the helper, and its includes' includes, get the lever's file, once."""
+    (tmp_path / "shaders" / "lib").mkdir(parents=True)
+    (tmp_path / "shaders" / "levers" / "demo" / "lib").mkdir(parents=True)
+    (tmp_path / "shaders" / "lib" / "twice.wgsl").write_text("fn twice(v: f32) -> f32 { return 2.0 * v; }\n")
+    (tmp_path / "shaders" / "lib" / "uses.wgsl").write_text('#include "lib/twice.wgsl"\n')
+    (tmp_path / "shaders" / "levers" / "demo" / "lib" / "twice.wgsl").write_text("fn twice(v: f32) -> f32 { return v + v; }\n")
+    (tmp_path / "shaders" / "m.wgsl").write_text('#include "lib/uses.wgsl"\n#include "lib/twice.wgsl"\n' + GOOD)
+    (tmp_path / "shaders" / "levers" / "demo" / "m.wgsl").write_text(
+        '#replace "lib/twice.wgsl" with "levers/demo/lib/twice.wgsl"\n#include "m.wgsl"\n')
+    text = wgsl.compose(tmp_path, "levers/demo/m").text
+    assert text.count("fn twice") == 1 and "return v + v;" in text
+    assert "return 2.0 * v;" in wgsl.compose(tmp_path, "m").text
+    (tmp_path / "shaders" / "levers" / "demo" / "m.wgsl").write_text(
+        '#include "m.wgsl"\n#replace "lib/twice.wgsl" with "levers/demo/lib/twice.wgsl"\n')
+    with pytest.raises(BuildError, match="already included") as e:
+        wgsl.compose(tmp_path, "levers/demo/m")
+    assert e.value.where == "shaders/levers/demo/m.wgsl:2"
+
+
 PARAMS = "struct Params {\n  n: u32,\n  scale: f32,\n}\n\n"
 
 

@@ -1,5 +1,5 @@
-"""The web engine in Node: bundle webapp/engine/test/*.test.ts and
-webapp/levers/*.test.ts with esbuild, run `node --test` on Dawn with
+"""The web engine in Node: bundle webapp/engine/test/*.test.ts,
+webapp/levers/*.test.ts and the GPU levers' own tests with esbuild, run `node --test` on Dawn with
 SwiftShader's Vulkan driver. The Node tests run the backend conformance suite
 (webapp/engine/test/conformance.ts: the golden fixture, a resumed run, the
 shapes tests/oracles/conformance.py writes here) on the WebGPU backend, and check the
@@ -46,7 +46,8 @@ def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
     # Each folder's tests bundled into a folder of their own: the engine's gpu.test.ts and the levers' share a name.
     bundles = []
-    for folder, out in (("webapp/engine/test", tmp), ("webapp/levers", tmp / "levers")):
+    for folder, out in (("webapp/engine/test", tmp), ("webapp/levers", tmp / "levers"),
+                        ("webapp/levers/subgroups", tmp / "subgroups")):
         tests = sorted((ROOT / folder).glob("*.test.ts"))
         assert tests, f"no {folder}/*.test.ts found"
         bundles += node.node_bundle(ROOT, [t.relative_to(ROOT) for t in tests], out, link_modules=True)

@@ -6,7 +6,10 @@ moved to the top, as WGSL wants them before any declaration.
 
 A lever's variants of a module live in shaders/levers/<lever id>/<module>.wgsl (the module
 "levers/<id>/<module>"): they keep the plain module's params (its facts.json wgsl.params row)
-and include from shaders/ like any module.
+and include from shaders/ like any module. A variant that changes a helper rather than the entry
+points says `#replace "lib/x.wgsl" with "levers/<id>/lib/x.wgsl"` before including the plain
+module: every later include of the first file composes the second, so the plain entry points run
+on the lever's helper without a copy of either.
 
 One implementation, used by the build's shader check (naga, Tint), the bundle (esbuild imports
 the text write_modules puts in .cache/wgsl/) and the wgpu-py kernel runner (tests/oracles/gpu.py).
@@ -23,6 +26,7 @@ from ..facts import FACTS, PATH as FACTS_PATH
 from .context import BuildError, json_lines, read_text
 
 INCLUDE = re.compile(r'#include\s+"([^"]+)"\s*$')
+REPLACE = re.compile(r'#replace\s+"([^"]+)"\s+with\s+"([^"]+)"\s*$')
 DIRECTIVE = re.compile(r"\s*(enable|requires|diagnostic)\b")
 PARAMS = re.compile(r"^struct\s+Params\s*\{(.*?)\}", re.M | re.S)
 FIELD = re.compile(r"(\w+)\s*:\s*([\w<>, ]+?)\s*(?:,|$)")
@@ -74,8 +78,10 @@ def compose(root: Path, name: str, elem: str = "f32") -> Module:
     directives = [(line, (f"shaders/{name}.wgsl", 1)) for line in ELEMENTS[elem]]
     body = prelude(f"shaders/{name}.wgsl", elem)
     seen: set[str] = set()
+    replaced: dict[str, str] = {}  # an include of the key composes the value (#replace)
 
     def add(rel: str, included_at: tuple[str, int] | None):
+        rel = replaced.get(rel, rel)
         if rel in seen:
             return
         seen.add(rel)
@@ -86,7 +92,12 @@ def compose(root: Path, name: str, elem: str = "f32") -> Module:
                              "{}:{}".format(*included_at) if included_at else None)
         for number, line in enumerate(read_text(path, source).split("\n"), 1):
             include = INCLUDE.match(line)
-            if include:
+            replace = REPLACE.match(line)
+            if replace:
+                if replace[1] in seen:  # too late: its declarations are already in the module
+                    raise BuildError(f"#replace of {replace[1]}, which is already included", f"{source}:{number}")
+                replaced[replace[1]] = replace[2]
+            elif include:
                 add(include[1], (source, number))
             elif DIRECTIVE.match(line):
                 if line.strip() not in (d.strip() for d, _ in directives):

@@ -96,11 +96,11 @@ async function main(): Promise<void> {
   const gpu = create(args["dawn-f16-toggle"] ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
   const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
-  const gated = await gpuLevers({ gpu }, adapter, GPU_LEVERS.filter((l) => chosen.includes(l.id)));
+  const gated = await gpuLevers({ gpu }, adapter, GPU_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);
   for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
   if (wanted !== "all") {
     const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
-    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs ${facts.levers.find((l) => l.id === id)?.feature}, which this adapter lacks`}`).join("; ")}`);
+    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${[facts.levers.find((l) => l.id === id)?.feature, ...(GPU_LEVERS.find((l) => l.id === id)?.wgslFeatures ?? [])].filter(Boolean).join(", ")})`}`).join("; ")}`);
   }
   const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
   const backend = await createBackend("webgpu", p.model, train, { gpu, adapter, kernels: gated.kernels, features: gated.features, levers });

@@ -10,7 +10,9 @@
 // plain run's (state a variant carries from step to step, a weight mirror, is
 // exercised there; one shape's curve keeps the check to seconds). The
 // worker passes the tables that passed to the WebGPU backend (its `kernels`
-// option) with the features they need.
+// option) with the features they need. A lever that needs WGSL language
+// features (`wgslFeatures`) is tried only where the GPU lists them
+// (wgslLanguageFeatures).
 
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
@@ -20,12 +22,15 @@ import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
 import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "./gate";
+import { SUBGROUPS } from "./subgroups/lever";
 
 export interface GpuLever {
   /** Its facts.levers id. */
   id: string;
   /** The adapter feature its kernels need (facts.levers feature), or null. */
   feature: GPUFeatureName | null;
+  /** The WGSL language features its shaders require (`requires`), which the GPU (navigator.gpu.wgslLanguageFeatures) must offer. */
+  wgslFeatures?: string[];
   kernels: Partial<KernelTable>;
   /** Models whose training step runs every op it replaces (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
@@ -37,8 +42,8 @@ export interface GateShape {
 }
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-// None is built yet: storage-f16 comes first.
-export const GPU_LEVERS: GpuLever[] = [];
+// storage-f16 and shader-f16 are not built yet: they go before subgroups.
+export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
 
 /**
  * A shape with aligned sizes (the vec4 matmuls, 64-wide tiles at this size),
@@ -135,14 +140,20 @@ export interface GpuLevers {
   features: GPUFeatureName[];
 }
 
+/** Whether an adapter, and the GPU that offers it (its WGSL language features), could run a lever at all. */
+export function offered(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<string>): boolean {
+  return (!lever.feature || adapter.features.has(lever.feature)) && (lever.wgslFeatures ?? []).every((f) => wgsl.has(f));
+}
+
 /**
- * The GPU levers gated on the adapter `on` offers, described by `adapter`
- * (levers whose feature it lacks get no verdict: they were never possible here).
+ * The GPU levers gated on the adapter `on` offers, described by `adapter`, in a
+ * browser whose WGSL has the language features `wgsl` (levers either lacks get
+ * no verdict: they were never possible here).
  */
-export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS): Promise<GpuLevers> {
+export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<GpuLevers> {
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
-    if (lever.feature && !adapter.features.has(lever.feature)) continue;
+    if (!offered(lever, adapter, wgsl)) continue;
     const features = lever.feature ? [lever.feature] : [];
     // The variants and the plain kernels they are held to.
     const sources = Object.entries(lever.kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();

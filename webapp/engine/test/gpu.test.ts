@@ -17,7 +17,7 @@ import { DeviceLostError } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { ModelConfig, TrainConfig } from "../types";
-import { GPU_LEVERS } from "../../levers/gpu";
+import { GPU_LEVERS, offered } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const context = adapter ? await requestGpu(gpu, adapter) : null;
@@ -37,12 +37,12 @@ conformance({
 });
 
 for (const lever of GPU_LEVERS) {
-  const offered = !lever.feature || adapter?.features.has(lever.feature);
-  const own = offered && adapter ? requestGpu(gpu, undefined, lever.feature ? [lever.feature] : []) : null;
+  const possible = adapter !== null && offered(lever, adapter, gpu.wgslLanguageFeatures);
+  const own = possible ? requestGpu(gpu, undefined, lever.feature ? [lever.feature] : []) : null;
   conformance({
     name: `webgpu + ${lever.id}`,
     make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: lever.kernels }),
-    skip: noGpu ?? (offered ? false : `the adapter lacks ${lever.feature}`),
+    skip: noGpu ?? (possible ? false : `the adapter lacks ${lever.feature} or WGSL lacks ${lever.wgslFeatures}`),
   });
 }
 
