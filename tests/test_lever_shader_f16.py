@@ -114,3 +114,21 @@ def test_the_gate_refuses_a_broken_variant(rng, tmp_path, mutation):
     ref = A.astype(np.float64) @ B
     assert within_gate(product(F16, "nn", A, B, 128), ref)
     assert not within_gate(product(Path(path), "nn", A, B, 128), ref)
+
+
+def test_the_levers_node_gate_runs_where_dawn_offers_shader_f16_and_says_why_not_elsewhere(tmp_path):
+    """webapp/levers/shader-f16/lever.test.ts (kernelTableAgrees on the lever's table and its
+    mutation) through Dawn: it passes on an adapter with shader-f16 (the H200 with
+    TINYGPT_DAWN_F16_TOGGLE=1) and skips, naming the missing feature, on one without."""
+    import subprocess
+
+    from tinygpt.site_build import node
+
+    env = node.dawn_env()
+    if node.dawn_driver(env) is None or not (gpu.ROOT / "node_modules" / "webgpu").exists():
+        pytest.skip("no Dawn here (SwiftShader's Vulkan driver and npm webgpu)")
+    wgsl.write_modules(gpu.ROOT)
+    [bundle] = node.node_bundle(gpu.ROOT, ["webapp/levers/shader-f16/lever.test.ts"], tmp_path, link_modules=True)
+    run = subprocess.run(["node", "--test", str(bundle)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "# pass 1" in run.stdout or "# SKIP the adapter lacks shader-f16" in run.stdout, run.stdout

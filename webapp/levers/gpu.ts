@@ -15,6 +15,7 @@ import { defaultTrainConfig, paramCount } from "../engine/model";
 import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
 import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "./gate";
+import { SHADER_F16 } from "./shader-f16/lever";
 
 export interface GpuLever {
   /** Its facts.levers id. */
@@ -32,8 +33,8 @@ export interface GateShape {
 }
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-// None is built yet: storage-f16 comes first.
-export const GPU_LEVERS: GpuLever[] = [];
+// storage-f16 goes before shader-f16, subgroups after it.
+export const GPU_LEVERS: GpuLever[] = [SHADER_F16];
 
 /**
  * A shape with aligned sizes (the vec4 matmuls, 64-wide tiles at this size),
