@@ -2,38 +2,71 @@
 // pipelines, params and bind groups come from the engine's kernel table and
 // Recorder, so what is timed is what a training step dispatches. Driven by
 // bench/bench_matmul.py --dawn, which bundles this file; prints one JSON object.
-//   node matmul_dawn.mjs '[["1024^3", 1024, 1024, 1024], ...]' [--wall]
+//   node matmul_dawn.mjs '[["1024^3", 1024, 1024, 1024], ...]' [--wall] [--lever shader-f16] [--dawn-f16-toggle]
 // Every kernel is first checked against a float64 CPU product; a wrong one exits non-zero.
+// --lever <id>: a GPU lever (GPU_LEVERS) is first gated (kernelTableAgrees on its shapes; a refusal
+// exits non-zero), then each op it replaces is timed beside the plain one as "<id> <orientation>".
+// --dawn-f16-toggle: Dawn's adapter toggle vulkan_enable_f16_on_nvidia, without which Dawn hides
+// shader-f16 on NVIDIA; for test and bench hosts only, the app never sets a toggle.
 import { create, globals } from "webgpu";
 import { requestGpu } from "../webapp/engine/gpu/device";
-import { F32_KERNELS, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
+import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
+import { GPU_LEVERS, kernelTableAgrees } from "../webapp/levers/gpu";
 
 Object.assign(globalThis, globals);
 
 type Shape = [string, number, number, number];
 const ORIENTATIONS: Orientation[] = ["nn", "nt", "tn"];
 const TOLERANCE = 1e-5; // relative Frobenius error, as bench_matmul.py's wgpu-py check
+// A lever's kernels round their inputs to f16 (2^-11 relative): about 4e-4 on these inputs.
+const LEVER_TOLERANCE = 3e-3;
 const PASSES = 5;
 const MIN_PASS_S = 0.05;
 
 const shapes: Shape[] = JSON.parse(process.argv[2] ?? "[]");
 const wallOnly = process.argv.includes("--wall");
+const leverId = process.argv.includes("--lever") ? process.argv[process.argv.indexOf("--lever") + 1] : null;
+const lever = leverId === null ? null : GPU_LEVERS.find((l) => l.id === leverId);
+if (leverId !== null && !lever) {
+  console.error(`no GPU lever ${leverId} (GPU_LEVERS: ${GPU_LEVERS.map((l) => l.id).join(", ")})`);
+  process.exit(1);
+}
+const dawnFlags = ["disable-dawn-features=timestamp_quantization"];
+if (process.argv.includes("--dawn-f16-toggle")) dawnFlags.push("enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia");
 
 // Dawn rounds timestamps unless told not to; a bench wants them exact. The GPU object must stay
 // referenced for the whole run (Dawn is torn down when it is collected), hence the exit at the end.
-const gpu = create(["disable-dawn-features=timestamp_quantization"]);
-const { device, description } = await requestGpu(gpu);
+const gpu = create(dawnFlags);
+const features = lever?.feature ? [lever.feature] : [];
+const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+if (lever?.feature && !adapter?.features.has(lever.feature)) {
+  console.error(`the adapter lacks ${lever.feature}, which lever ${lever.id} needs` + (lever.feature === "shader-f16" ? " (on NVIDIA: --dawn-f16-toggle)" : ""));
+  process.exit(1);
+}
+const context = await requestGpu(gpu, adapter, features);
+const { device, description } = context;
 device.addEventListener("uncapturederror", (ev) => {
   console.error(`WebGPU error: ${(ev as GPUUncapturedErrorEvent).error.message}`);
   process.exit(1);
 });
 const stamps = device.features.has("timestamp-query") && !wallOnly;
-const pipelines = new Pipelines(F32_KERNELS);
+const plain = new Pipelines(F32_KERNELS);
+const leverTable: KernelTable | null = lever ? { ...F32_KERNELS, ...lever.kernels } : null;
+const leverPipelines = leverTable ? new Pipelines(leverTable) : null;
 
-/** The series timed at a shape: the any-shape kernel of each orientation and the table's pick for it. */
-function series(M: number, N: number, K: number): [string, Op][] {
-  return ORIENTATIONS.flatMap((o): [string, Op][] => [[`matmul ${o}`, `matmul_${o}`], [`kernel table ${o}`, matmulOp(o, M, N, K)]]);
+type Series = [string, Op, Pipelines];
+
+/**
+ * The series timed at a shape: the any-shape kernel of each orientation and the table's pick for
+ * it, and with --lever the lever's kernel where it replaces that pick.
+ */
+function series(M: number, N: number, K: number): Series[] {
+  return ORIENTATIONS.flatMap((o): Series[] => {
+    const pick = matmulOp(o, M, N, K);
+    const own: Series[] = lever && pick in lever.kernels ? [[`${lever.id} ${o}`, pick, leverPipelines!]] : [];
+    return [[`matmul ${o}`, `matmul_${o}`, plain], [`kernel table ${o}`, pick, plain], ...own];
+  });
 }
 
 function storage(data: Float32Array<ArrayBuffer>): GPUBuffer {
@@ -62,7 +95,7 @@ async function readBack(buf: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
 }
 
 /** One op's dispatch on fresh buffers; a and b are stored as the op's orientation wants ([M,K]/[K,M], [K,N]/[N,K]). */
-async function setUp(op: Op, M: number, N: number, K: number, a: Float32Array<ArrayBuffer>, b: Float32Array<ArrayBuffer>, c: Float32Array<ArrayBuffer>) {
+async function setUp(pipelines: Pipelines, op: Op, M: number, N: number, K: number, a: Float32Array<ArrayBuffer>, b: Float32Array<ArrayBuffer>, c: Float32Array<ArrayBuffer>) {
   await pipelines.compile(device, [op]);
   const buffers = [storage(a), storage(b), storage(new Float32Array(N)), storage(c)];
   const recorder = new Recorder(device, pipelines);
@@ -75,13 +108,13 @@ async function setUp(op: Op, M: number, N: number, K: number, a: Float32Array<Ar
   return { dispatch, c: buffers[3], free };
 }
 
-async function check(op: Op, M: number, N: number, K: number): Promise<number> {
+async function check(pipelines: Pipelines, op: Op, M: number, N: number, K: number): Promise<number> {
   const o = op.includes("_nt") ? "nt" : op.includes("_tn") ? "tn" : "nn";
   const a = random(M * K, 1);
   const b = random(K * N, 2);
   const A = (m: number, k: number) => (o === "tn" ? a[k * M + m] : a[m * K + k]);
   const B = (k: number, n: number) => (o === "nt" ? b[n * K + k] : b[k * N + n]);
-  const run = await setUp(op, M, N, K, a, b, new Float32Array(M * N).fill(NaN));
+  const run = await setUp(pipelines, op, M, N, K, a, b, new Float32Array(M * N).fill(NaN));
   const enc = device.createCommandEncoder();
   const pass = enc.beginComputePass();
   encode(pass, [run.dispatch]);
@@ -102,8 +135,8 @@ async function check(op: Op, M: number, N: number, K: number): Promise<number> {
 }
 
 /** Median seconds of one dispatch over passes of back-to-back dispatches in one submit each. */
-async function seconds(op: Op, M: number, N: number, K: number): Promise<number> {
-  const run = await setUp(op, M, N, K, random(M * K, 3), random(K * N, 4), new Float32Array(M * N));
+async function seconds(pipelines: Pipelines, op: Op, M: number, N: number, K: number): Promise<number> {
+  const run = await setUp(pipelines, op, M, N, K, random(M * K, 3), random(K * N, 4), new Float32Array(M * N));
   const queries = stamps ? device.createQuerySet({ type: "timestamp", count: 2 }) : null;
   const resolved = device.createBuffer({ size: 16, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
   const onePass = async (reps: number) => {
@@ -131,27 +164,37 @@ async function seconds(op: Op, M: number, N: number, K: number): Promise<number>
   return times.sort((x, y) => x - y)[PASSES >> 1];
 }
 
-const ops = new Set<Op>(shapes.flatMap(([, M, N, K]) => series(M, N, K).map(([, op]) => op)));
-for (const op of ops) {
+if (lever) {
+  const reason = await kernelTableAgrees({ context }, lever.kernels, features, lever.shapes);
+  console.error(`gate ${lever.id} (kernelTableAgrees): ${reason ?? "passed"}`);
+  if (reason) {
+    console.error(`FAILED: lever ${lever.id} is refused by its gate; nothing timed`);
+    process.exit(1);
+  }
+}
+
+const checks = new Map<string, Series>(shapes.flatMap(([, M, N, K]) => series(M, N, K).map((s): [string, Series] => [`${s[2] === plain ? "" : `${lever!.id} `}${s[1]}`, s])));
+for (const [name, [, op, pipelines]] of checks) {
   // The vec4 kernels need multiples of 4 in their contiguous dimensions: check them at an odd multiple.
   const [M, N, K] = op.includes("vec4") ? [132, 260, 68] : [37, 65, 100];
-  const err = await check(op, M, N, K);
-  console.error(`check ${op} at ${M}x${N}x${K}: rel err ${err.toExponential(2)}`);
-  if (!(err < TOLERANCE)) {
-    console.error(`FAILED: ${op} is wrong (rel err ${err} >= ${TOLERANCE}); nothing timed`);
+  const tolerance = pipelines === plain ? TOLERANCE : LEVER_TOLERANCE;
+  const err = await check(pipelines, op, M, N, K);
+  console.error(`check ${name} at ${M}x${N}x${K}: rel err ${err.toExponential(2)}`);
+  if (!(err < tolerance)) {
+    console.error(`FAILED: ${name} is wrong (rel err ${err} >= ${tolerance}); nothing timed`);
     process.exit(1);
   }
 }
 
 const results = [];
 for (const [label, M, N, K] of shapes) {
-  for (const [name, op] of series(M, N, K)) {
-    const s = await seconds(op, M, N, K);
+  for (const [name, op, pipelines] of series(M, N, K)) {
+    const s = await seconds(pipelines, op, M, N, K);
     results.push({ series: name, op, label, M, N, K, seconds: s, gflops: (2 * M * N * K) / s / 1e9 });
-    console.error(`${label} ${name} (${op}): ${((2 * M * N * K) / s / 1e9).toFixed(1)} GFLOP/s`);
+    console.error(`${label} ${name} (${op}): ${((2 * M * N * K) / s / 1e12).toFixed(2)} TFLOP/s`);
   }
 }
 const timing = stamps ? "GPU timestamps around each pass" : "wall clock from submit to queue done (no timestamp queries)";
-console.log(JSON.stringify({ adapter: description, timing, checked: [...ops], results }));
+console.log(JSON.stringify({ adapter: description, timing, checked: [...checks.keys()], ...(lever ? { lever: lever.id, gate: "passed" } : {}), results }));
 device.destroy();
 process.exit(0);

@@ -18,6 +18,9 @@
 
 #include "lib/matmul_tile.wgsl"
 
+alias staged = elem; // the tiles and the products in elem (lib/matmul_tile.wgsl)
+const SPILL = false;
+
 @group(0) @binding(1) var<storage, read> a: array<elem>;
 @group(0) @binding(2) var<storage, read> b: array<elem>;
 @group(0) @binding(3) var<storage, read> bias: array<elem>;

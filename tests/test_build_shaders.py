@@ -230,3 +230,42 @@ def test_a_levers_variant_is_a_module_held_to_its_plain_modules_params(tmp_path)
     variant.unlink()
     wgsl.write_modules(tmp_path)
     assert not written.exists(), "a variant that is gone must not stay importable"
+
+
+F16 = "enable f16;\n" + GOOD.replace("2.0 * x[id.x]", "f32(f16(2.0) * f16(x[id.x]))")
+
+
+def test_a_module_dawns_adapter_cannot_take_is_nagas_alone_and_said_so(tmp_path, monkeypatch):
+    """SwiftShader has no shader-f16: Tint refuses an `enable f16;` module for the adapter, not the
+    code. naga checks it, the summary and a note say Tint did not, and a warm build does not start
+    Dawn to be told again."""
+    root = needs_dawn(tmp_path)
+    ctx = Context(root=root, out=root / "out", cache=root / ".cache")
+    (root / "shaders").mkdir()
+    (root / "shaders" / "h.wgsl").write_text(F16)
+    (root / "shaders" / "good.wgsl").write_text(GOOD)
+    summary = shaders.run(ctx)
+    if "2 by naga (wgpu) and Tint" in summary:
+        pytest.skip("Dawn's adapter here offers shader-f16")
+    assert "1 by naga (wgpu) and Tint (Dawn), 1 by naga only" in summary
+    assert any("lacks shader-f16, so only naga checked shaders/h.wgsl" in n for n in ctx.notes)
+
+    def no_dawn(root, files):
+        raise AssertionError(f"Tint started again for {sorted(files)}")
+
+    monkeypatch.setattr(shaders, "check_tint", no_dawn)
+    warm = Context(root=root, out=root / "out", cache=root / ".cache")
+    assert "1 by naga only" in shaders.run(warm) and warm.notes
+    monkeypatch.undo()
+    (root / "shaders" / "h.wgsl").write_text(F16.replace("f16(x[id.x])", "f16(y[id.x])"))
+    with pytest.raises(BuildError) as e:  # naga alone still fails a broken one
+        shaders.run(warm)
+    assert e.value.where.startswith("shaders/h.wgsl:4:")
+
+
+def test_chromium_only_wgsl_the_adapter_lacks_the_feature_for_fails(tmp_path, monkeypatch):
+    monkeypatch.setattr(shaders, "check_tint", lambda root, files: {n: shaders.Lacks("subgroups") for n in files})
+    source = "// reduction\n" + SUBGROUPS
+    with pytest.raises(BuildError, match="only Tint can check shaders/sg.wgsl .*lacks subgroups") as e:
+        run(tmp_path, {"sg.wgsl": source})
+    assert e.value.where == "shaders/sg.wgsl:2"

@@ -21,6 +21,12 @@
 // WebGPU default limit): the loads of the next step are issued before the arithmetic of this one,
 // and one barrier a step suffices. Out-of-range elements load as 0 and are not stored.
 // Measured variants and their numbers: bench/bench_matmul.py, bench/matmul/, content/docs/kernels.md.
+//
+// The including module declares `staged`, the type of the workgroup tiles and of the products, and
+// SPILL. A plain module stages `elem` (alias staged = elem; const SPILL = false): its registers
+// hold the whole run of K. The shader-f16 lever stages f16 (shaders/levers/shader-f16/): a sum of
+// f16 products over one buffer (BK steps) is short enough to stay accurate, so with SPILL each
+// buffer's sums are added into `elem` (f32) accumulators and restarted; f16 over all of K is not.
 
 #include "lib/split.wgsl"
 
@@ -40,8 +46,8 @@ override ROW = BLOCK / 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-var<workgroup> tile_a: array<vec4<elem>, 512>; // 2 buffers x [BK][ROW], k-major
-var<workgroup> tile_b: array<vec4<elem>, 512>;
+var<workgroup> tile_a: array<vec4<staged>, 512>; // 2 buffers x [BK][ROW], k-major
+var<workgroup> tile_b: array<vec4<staged>, 512>;
 
 struct Fetched {
   a: vec4<elem>,
@@ -64,21 +70,23 @@ fn stash(t: u32, buf: u32, f: Fetched, a_trans: bool, b_trans: bool) {
   let at = origin(t, 0u, 0u, true);
   let i = base + at.y * ROW + at.x / 4u;
   let c = at.x % 4u;
+  let a = vec4<staged>(f.a);
+  let b = vec4<staged>(f.b);
   if (a_trans) {
-    tile_a[base + t] = f.a;
+    tile_a[base + t] = a;
   } else {
-    tile_a[i][c] = f.a.x;
-    tile_a[i + ROW][c] = f.a.y;
-    tile_a[i + 2u * ROW][c] = f.a.z;
-    tile_a[i + 3u * ROW][c] = f.a.w;
+    tile_a[i][c] = a.x;
+    tile_a[i + ROW][c] = a.y;
+    tile_a[i + 2u * ROW][c] = a.z;
+    tile_a[i + 3u * ROW][c] = a.w;
   }
   if (b_trans) {
-    tile_b[i][c] = f.b.x;
-    tile_b[i + ROW][c] = f.b.y;
-    tile_b[i + 2u * ROW][c] = f.b.z;
-    tile_b[i + 3u * ROW][c] = f.b.w;
+    tile_b[i][c] = b.x;
+    tile_b[i + ROW][c] = b.y;
+    tile_b[i + 2u * ROW][c] = b.z;
+    tile_b[i + 3u * ROW][c] = b.w;
   } else {
-    tile_b[base + t] = f.b;
+    tile_b[base + t] = b;
   }
 }
 
@@ -99,6 +107,15 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
   // c<r><j>: the invocation's row r (m0 + 4ty + r, or m0 + 64 + 4ty + r - 4 from r = 4 on) at
   // columns n0 + 4tx .. (j = 0) or n0 + 64 + 4tx .. (j = 1); a 64 block uses c00 .. c30. Named
   // registers: as arrays of quads through a helper, a Huge step took 1% longer (H200).
+  // s<r><j> sums the staged products; c<r><j> takes them with SPILL (else it stays 0, folded away).
+  var s00 = vec4<staged>(0.0); var s01 = vec4<staged>(0.0);
+  var s10 = vec4<staged>(0.0); var s11 = vec4<staged>(0.0);
+  var s20 = vec4<staged>(0.0); var s21 = vec4<staged>(0.0);
+  var s30 = vec4<staged>(0.0); var s31 = vec4<staged>(0.0);
+  var s40 = vec4<staged>(0.0); var s41 = vec4<staged>(0.0);
+  var s50 = vec4<staged>(0.0); var s51 = vec4<staged>(0.0);
+  var s60 = vec4<staged>(0.0); var s61 = vec4<staged>(0.0);
+  var s70 = vec4<staged>(0.0); var s71 = vec4<staged>(0.0);
   var c00 = vec4<elem>(0.0); var c01 = vec4<elem>(0.0);
   var c10 = vec4<elem>(0.0); var c11 = vec4<elem>(0.0);
   var c20 = vec4<elem>(0.0); var c21 = vec4<elem>(0.0);
@@ -121,11 +138,23 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
       let a1 = tile_a[base + kk * ROW + 16u + ty];
       let b0 = tile_b[base + kk * ROW + tx];
       let b1 = tile_b[base + kk * ROW + 16u + tx];
-      c00 += a0.x * b0; c10 += a0.y * b0; c20 += a0.z * b0; c30 += a0.w * b0;
+      s00 += a0.x * b0; s10 += a0.y * b0; s20 += a0.z * b0; s30 += a0.w * b0;
       if (QUADS > 1u) {
-        c01 += a0.x * b1; c11 += a0.y * b1; c21 += a0.z * b1; c31 += a0.w * b1;
-        c40 += a1.x * b0; c50 += a1.y * b0; c60 += a1.z * b0; c70 += a1.w * b0;
-        c41 += a1.x * b1; c51 += a1.y * b1; c61 += a1.z * b1; c71 += a1.w * b1;
+        s01 += a0.x * b1; s11 += a0.y * b1; s21 += a0.z * b1; s31 += a0.w * b1;
+        s40 += a1.x * b0; s50 += a1.y * b0; s60 += a1.z * b0; s70 += a1.w * b0;
+        s41 += a1.x * b1; s51 += a1.y * b1; s61 += a1.z * b1; s71 += a1.w * b1;
+      }
+    }
+    if (SPILL) {
+      c00 += vec4<elem>(s00); c10 += vec4<elem>(s10); c20 += vec4<elem>(s20); c30 += vec4<elem>(s30);
+      s00 = vec4<staged>(0.0); s10 = vec4<staged>(0.0); s20 = vec4<staged>(0.0); s30 = vec4<staged>(0.0);
+      if (QUADS > 1u) {
+        c01 += vec4<elem>(s01); c11 += vec4<elem>(s11); c21 += vec4<elem>(s21); c31 += vec4<elem>(s31);
+        c40 += vec4<elem>(s40); c50 += vec4<elem>(s50); c60 += vec4<elem>(s60); c70 += vec4<elem>(s70);
+        c41 += vec4<elem>(s41); c51 += vec4<elem>(s51); c61 += vec4<elem>(s61); c71 += vec4<elem>(s71);
+        s01 = vec4<staged>(0.0); s11 = vec4<staged>(0.0); s21 = vec4<staged>(0.0); s31 = vec4<staged>(0.0);
+        s40 = vec4<staged>(0.0); s50 = vec4<staged>(0.0); s60 = vec4<staged>(0.0); s70 = vec4<staged>(0.0);
+        s41 = vec4<staged>(0.0); s51 = vec4<staged>(0.0); s61 = vec4<staged>(0.0); s71 = vec4<staged>(0.0);
       }
     }
     if (more) { stash(t, 1u - buf, next, a_trans, b_trans); }
@@ -134,6 +163,12 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
   }
   let r = m0 + ty * 4u;
   let q = n0 + tx * 4u;
+  if (!SPILL) { // the staged sums hold the whole run (elem and staged are one type)
+    c00 = vec4<elem>(s00); c10 = vec4<elem>(s10); c20 = vec4<elem>(s20); c30 = vec4<elem>(s30);
+    c01 = vec4<elem>(s01); c11 = vec4<elem>(s11); c21 = vec4<elem>(s21); c31 = vec4<elem>(s31);
+    c40 = vec4<elem>(s40); c50 = vec4<elem>(s50); c60 = vec4<elem>(s60); c70 = vec4<elem>(s70);
+    c41 = vec4<elem>(s41); c51 = vec4<elem>(s51); c61 = vec4<elem>(s61); c71 = vec4<elem>(s71);
+  }
   store_quad(out, r, q, c00, c10, c20, c30);
   if (QUADS > 1u) {
     store_quad(out, r, q + 64u, c01, c11, c21, c31);

@@ -32,12 +32,12 @@ def adapter():
 
 @cache
 def device():
-    """The device, with the adapter's own buffer-size limits (4096^3 benches need > 128 MiB)
-    and timestamp queries where offered; every other limit stays at the WebGPU default
-    so a kernel that runs here also runs in a browser."""
+    """The device, with the adapter's own buffer-size limits (4096^3 benches need > 128 MiB),
+    timestamp queries and shader-f16 (the shader-f16 lever's modules) where offered; every other
+    limit stays at the WebGPU default so a kernel that runs here also runs in a browser."""
     a = adapter()
     limits = {k: a.limits[k] for k in ("max-buffer-size", "max-storage-buffer-binding-size")}
-    features = [f for f in ("timestamp-query",) if f in a.features]
+    features = [f for f in ("timestamp-query", "shader-f16") if f in a.features]
     return a.request_device_sync(required_features=features, required_limits=limits)
 
 
@@ -72,7 +72,7 @@ def pack_params(shader, params: dict) -> bytes:
     if isinstance(shader, Path):
         fields = [field for field, _ in wgsl.struct_params(shader.read_text())[1]]
     else:
-        fields = FACTS["wgsl"]["params"][shader]
+        fields = FACTS["wgsl"]["params"][wgsl.params_row(shader)]  # a lever's variant packs its plain module's
     names = [f.split(":")[0] for f in fields]
     if sorted(params) != sorted(names):
         raise KeyError(f"{shader} params are {names}, got {sorted(params)}")

@@ -6,7 +6,9 @@ CPU-only Linux). Every module also goes through Tint, the compiler Chromium
 runs, via Dawn in Node (npm `webgpu`, tint_check.mjs), when Dawn finds an
 adapter: Tint's uniformity analysis rejects code naga accepts. Modules using
 Chromium-only WGSL (`enable subgroups;`, Chromium's experimental extensions),
-which naga cannot read, need Tint: without it they fail the build. An invalid
+which naga cannot read, need Tint: without it they fail the build. A module enabling an
+extension Dawn's adapter lacks (f16 on SwiftShader) is naga's alone, said so in the summary and
+a note; Chromium-only WGSL Tint cannot take either fails the build. An invalid
 shader fails the build with `shaders/file.wgsl:line:col: message (compiler)`, at the
 line of the file it came from (an included one too). Each module's `struct Params` must
 match facts.json's wgsl.params, the table the engine packs params by. Passes are cached
@@ -86,7 +88,11 @@ class NoDawnAdapter(Exception):
     pass
 
 
-def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | None]:
+class Lacks(str):
+    """Tint's result for a module whose `enable` needs a feature Dawn's adapter lacks: that feature."""
+
+
+def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | Lacks | None]:
     script = Path(__file__).with_name("tint_check.mjs")
     with _quiet_wayland():
         result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=dawn_env(),
@@ -95,7 +101,8 @@ def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | 
         raise NoDawnAdapter(result.stderr.strip())
     if result.returncode != 0:
         raise BuildError(f"Tint (Dawn via npm webgpu) failed to run: {result.stderr.strip() or result.stdout.strip()}")
-    return {name: (r["message"], r["where"]) if r else None for name, r in json.loads(result.stdout).items()}
+    return {name: None if r is None else Lacks(r["lacks"]) if "lacks" in r else (r["message"], r["where"])
+            for name, r in json.loads(result.stdout).items()}
 
 
 def check_params(module: wgsl.Module):
@@ -143,11 +150,20 @@ def run(ctx: Context) -> str:
     naga_jobs = todo("naga", sorted(set(sources) - chromium_only))
     if naga_jobs:
         results += [(n, "naga", r) for n, r in check_naga(naga_jobs).items()]
-    tint_jobs = todo("tint", sorted(sources))
+    # Modules Tint could not take on this adapter and the feature why, remembered like a pass
+    # (cache entry "tint-lacks:<feature>:<digest>") so that a warm build does not start Dawn for them.
+    lacking = {n: Lacks(k.split(":")[1]) for n in sources for k in cache.get(n, [])
+               if k.startswith("tint-lacks:") and k.endswith(":" + digest[n])}
+    tint_jobs = {n: src for n, src in todo("tint", sorted(sources)).items() if n not in lacking}
     tint_ran = True
     if tint_jobs:
         try:
-            results += [(n, "tint", r) for n, r in check_tint(ctx.root, tint_jobs).items()]
+            checked = check_tint(ctx.root, tint_jobs)
+            fresh_lacks = {n: r for n, r in checked.items() if isinstance(r, Lacks)}
+            for n, feature in fresh_lacks.items():
+                cache[n] = [k for k in cache.get(n, []) if not k.startswith("tint")] + [f"tint-lacks:{feature}:{digest[n]}"]
+            lacking |= fresh_lacks
+            results += [(n, "tint", r) for n, r in checked.items() if n not in lacking]
         except NoDawnAdapter as e:
             missing = sorted(chromium_only & set(tint_jobs))
             if missing:
@@ -156,6 +172,15 @@ def run(ctx: Context) -> str:
                                  f"and Dawn found no adapter: {e}", modules[missing[0]].where(line)) from None  # the enable
             tint_ran = False
             ctx.notes.append(f"shaders: Dawn found no adapter, so Tint did not check the shaders ({e})")
+    unchecked = sorted(chromium_only & set(lacking))
+    if unchecked:
+        name = unchecked[0]
+        line = sources[name].count("\n", 0, CHROMIUM_ONLY.search(sources[name]).start(1)) + 1
+        raise BuildError(f"only Tint can check {', '.join(unchecked)} (Chromium-only WGSL), and Dawn's adapter "
+                         f"lacks {lacking[name]}", modules[name].where(line))
+    if lacking:
+        ctx.notes.append("shaders: Dawn's adapter lacks " + ", ".join(sorted(set(lacking.values()))) +
+                         f", so only naga checked {', '.join(sorted(lacking))}")
     for name, compiler, r in results:
         if r is None:
             kept = [k for k in cache.get(name, []) if not k.startswith(compiler + ":")]
@@ -171,7 +196,8 @@ def run(ctx: Context) -> str:
         where, message = located(*failures[0][:2], *failures[0][2])
         others = "".join("\n{}: {}".format(*located(n, c, m, w)) for n, c, (m, w) in failures[1:])
         raise BuildError(message + others, where)
-    both = len(sources) - len(chromium_only) if tint_ran else 0
+    # Cached Tint passes count as Tint's; only the modules Tint refused for want of a feature are naga's alone.
+    both = len(sources) - len(chromium_only) - len(lacking) if tint_ran else 0
     summary = (f"{len(sources)} shaders valid: {both} by naga (wgpu) and Tint (Dawn), "
                f"{len(sources) - len(chromium_only) - both} by naga only, {len(chromium_only)} by Tint only")
     fresh = len({n for n, _, _ in results})

@@ -1,6 +1,8 @@
 // Compile WGSL with Tint (Dawn through npm `webgpu`), for shaders naga cannot
 // read. stdin: {"shaders/x.wgsl": source, ...}; stdout: {"shaders/x.wgsl":
-// null | {"message", "where": "line:col"}}. Exits non-zero when there is no adapter.
+// null | {"message", "where": "line:col"} | {"lacks": feature}}: "lacks" where the module enables
+// an extension whose feature this adapter does not offer (SwiftShader has no shader-f16), which
+// Tint would refuse for the adapter, not for the code. Exits non-zero when there is no adapter.
 import { create, globals } from "webgpu";
 
 Object.assign(globalThis, globals);
@@ -15,8 +17,16 @@ if (!adapter) {
   process.exit(2);
 }
 const device = await adapter.requestDevice({ requiredFeatures: [...adapter.features] });
+// The feature an `enable` needs: f16's is shader-f16, the others' their own name with dashes.
+const featureOf = (extension) => (extension === "f16" ? "shader-f16" : extension.replaceAll("_", "-"));
 const results = {};
 for (const [name, code] of Object.entries(files)) {
+  const enabled = [...code.matchAll(/^\s*enable\s+([^;]+);/gm)].flatMap((m) => m[1].split(",").map((e) => e.trim()));
+  const lacks = enabled.map(featureOf).find((f) => !device.features.has(f));
+  if (lacks) {
+    results[name] = { lacks };
+    continue;
+  }
   device.pushErrorScope("validation");
   const module = device.createShaderModule({ code });
   const info = await module.getCompilationInfo();

@@ -22,6 +22,7 @@ import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
 import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "./gate";
+import { SHADER_F16 } from "./shader-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
 
 export interface GpuLever {
@@ -42,8 +43,8 @@ export interface GateShape {
 }
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-// storage-f16 and shader-f16 are not built yet: they go before subgroups.
-export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
+// storage-f16 goes first.
+export const GPU_LEVERS: GpuLever[] = [SHADER_F16, SUBGROUPS];
 
 /**
  * A shape with aligned sizes (the vec4 matmuls, 64-wide tiles at this size),
