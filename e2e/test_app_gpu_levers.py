@@ -1,0 +1,69 @@
+"""The GPU levers in Chromium on SwiftShader (WebGPU with subgroups of 4, no shader-f16): each
+lever's real gate decides its verdict and pill, the pills follow the verdicts once they arrive
+(the gates finish after start-up), a forced failure of one lever hides only its pill and training
+still converges, and each pill's explainer, which says the errors measured here, opens and
+closes by mouse and by keyboard."""
+import pytest
+from playwright.sync_api import expect
+
+from appdriver import configure, loss_table, open_app, wait_finished
+
+# What SwiftShader runs here (ENVIRONMENT.md): both need nothing it lacks.
+HERE = {"storage-f16": "+f16", "subgroups": "+subgroups"}
+GATE_S = 900  # both levers' checks on a software GPU, compiling every kernel twice
+
+
+def verdict(page, lever):
+    return page.locator(f"#caps-gate li[data-lever={lever}]")
+
+
+def train(page, steps=8):
+    configure(page, steps=steps, eval_every=100, save_every=100, backend="webgpu")
+    page.click("#btn-start")
+    wait_finished(page, steps, timeout=600)
+    losses = [t for _, t, _ in loss_table(page)]
+    assert losses[-1] < losses[0], f"training did not converge: {losses}"
+
+
+def test_the_levers_gates_decide_their_pills_and_explainers_say_what_they_measured(open_page, browser):
+    visit = open_app(open_page, browser, seed=11, gpu_levers=True)
+    page = visit.page
+    for lever in HERE:
+        expect(verdict(page, lever)).to_have_attribute("data-verdict", "pass", timeout=GATE_S * 1000)
+        expect(verdict(page, lever)).to_contain_text("matches the plain path within the gate")
+    expect(verdict(page, "shader-f16")).to_have_count(0)  # this adapter has no shader-f16: never attempted
+    page.select_option("#backend", "webgpu")
+    expect(page.locator("#pills .pill-lever")).to_have_text(list(HERE.values()))
+    train(page)
+    expect(page.locator("#pills .pill-lever")).to_have_text(list(HERE.values()))
+
+    pill = page.locator("#pills .pill-lever", has_text="+subgroups")
+    explainer = page.locator("#explainer-subgroups")
+    pill.click()
+    expect(explainer).to_be_visible()
+    expect(explainer.locator("[data-gate=subgroups]")).to_contain_text("On this device: on")
+    expect(explainer.locator("[data-gate=subgroups]")).to_contain_text("max error")
+    explainer.locator(".explainer-close").click()
+    expect(explainer).to_be_hidden()
+    pill.focus()
+    page.keyboard.press("Enter")
+    expect(explainer).to_be_visible()
+    page.keyboard.press("Escape")
+    expect(explainer).to_be_hidden()
+    assert visit.problems() == []
+
+
+@pytest.mark.parametrize("failed", list(HERE))
+def test_a_forced_failure_hides_only_that_levers_pill_and_training_converges(open_page, browser, failed):
+    visit = open_app(open_page, browser, f"/app/?gate-fail={failed}", seed=12, gpu_levers=True)
+    page = visit.page
+    expect(verdict(page, failed)).to_have_attribute("data-verdict", "fail")
+    expect(verdict(page, failed)).to_contain_text("forced to fail")
+    others = [lever for lever in HERE if lever != failed]
+    for lever in others:
+        expect(verdict(page, lever)).to_have_attribute("data-verdict", "pass", timeout=GATE_S * 1000)
+    page.select_option("#backend", "webgpu")
+    expect(page.locator("#pills .pill-lever")).to_have_text([HERE[lever] for lever in others])
+    train(page)
+    expect(page.locator("#pills .pill-lever")).to_have_text([HERE[lever] for lever in others])
+    assert visit.problems() == []
