@@ -5,7 +5,10 @@
 // kernels and once with the lever's, and compares what the step computes: the
 // logits, the loss, and the gradients (after one step from zero moments, Adam's
 // m is (1 - beta1) times the clipped gradient and v (1 - beta2) times its
-// square), each within facts.gate. The worker passes the tables that passed to
+// square), each within facts.gate. Then, since a table may keep state of its own beside the
+// parameters (storage-f16's packed mirror of them), the logits after that step, which moved every
+// weight by about STEP_LR, must match the plain kernels' on the very parameters the variant's
+// step left: a variant whose state fell behind its parameters is refused. The worker passes the tables that passed to
 // the WebGPU backend (its `kernels` option) with the features they need.
 
 import { createGpuBackend } from "../engine/gpu/backend";
@@ -15,6 +18,7 @@ import { defaultTrainConfig, paramCount } from "../engine/model";
 import { Rng } from "../engine/rng";
 import type { ModelConfig } from "../engine/types";
 import { type Verdict, browserVersion, gate, shaderHash, withinGate } from "./gate";
+import { storageF16 } from "./storage-f16/lever";
 
 export interface GpuLever {
   /** Its facts.levers id. */
@@ -22,7 +26,7 @@ export interface GpuLever {
   /** The adapter feature its kernels need (facts.levers feature), or null. */
   feature: GPUFeatureName | null;
   kernels: Partial<KernelTable>;
-  /** Models whose training step runs every op it replaces (the gate refuses a table it cannot exercise). */
+  /** Models gated besides GATE_SHAPES, for ops of its that those never run (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
 }
 
@@ -32,8 +36,7 @@ export interface GateShape {
 }
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-// None is built yet: storage-f16 comes first.
-export const GPU_LEVERS: GpuLever[] = [];
+export const GPU_LEVERS: GpuLever[] = [storageF16];
 
 /**
  * A shape with aligned sizes (the vec4 matmuls, 64-wide tiles at this size),
@@ -45,6 +48,9 @@ export const GATE_SHAPES: GateShape[] = [
 ];
 
 const LR = 1e-3;
+// The gated step's learning rate: Adam's first step moves each weight by about this (m and v do
+// not depend on it), far more than f16 rounding, so logits from stale weights cannot pass.
+const STEP_LR = 0.05;
 
 /**
  * Where a check runs: a fresh device from `gpu` (what the worker does, so a
@@ -80,15 +86,18 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
           await b.setState({ params, step: 0 });
           const logits = await b.nextLogits(x.subarray(0, model.block_size));
           const loss = await b.loss(x, y);
-          const stepLoss = await b.trainStep(x, y, LR);
-          const { m, v } = await b.getState();
-          return { logits, loss: Float32Array.of(loss, stepLoss), m: m!, v: v! };
+          const stepLoss = await b.trainStep(x, y, STEP_LR);
+          const { m, v, params: after } = await b.getState();
+          return { logits, loss: Float32Array.of(loss, stepLoss), m: m!, v: v!, after };
         };
         const [want, got] = [await run(plain), await run(variant)];
         const shape = `${model.n_layer}x${model.n_embd}x${model.n_head}, context ${model.block_size}, batch ${batch}`;
         for (const what of ["logits", "loss", "m", "v"] as const) {
           if (!withinGate(got[what], want[what])) return `its ${what === "m" || what === "v" ? `gradients (Adam ${what})` : what} differ from the plain kernels' (${shape})`;
         }
+        const stepped = await variant.nextLogits(x.subarray(0, model.block_size));
+        await plain.setState({ params: got.after, step: 1 });
+        if (!withinGate(stepped, await plain.nextLogits(x.subarray(0, model.block_size)))) return `its logits after a step differ from the plain kernels' on the parameters it left (${shape})`;
       } finally {
         plain.dispose();
         variant.dispose();
@@ -119,7 +128,7 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
     // The variants and the plain kernels they are held to.
     const sources = Object.entries(lever.kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
     const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
-    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, lever.kernels, features, lever.shapes));
+    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, lever.kernels, features, [...GATE_SHAPES, ...(lever.shapes ?? [])]));
     out.verdicts[lever.id] = verdict;
     if (verdict.pass) {
       Object.assign(out.kernels, lever.kernels);
