@@ -7,7 +7,9 @@
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
 // --f16 (weights stored as f16, as gallery files are),
 // --stats path.json (timings for the benchmark), --profile (after saving, time one
-// more step dispatch by dispatch and list the ops by time), --quiet.
+// more step dispatch by dispatch and list the ops by time), --quiet,
+// --lever ID (run a GPU lever's kernel table, GPU_LEVERS, to time it: ungated, as
+// a benchmark; the app uses a table only after its gate passed).
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -15,8 +17,9 @@ import { parseArgs } from "node:util";
 import { create, globals } from "webgpu";
 import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
 import { splitCorpus, trainBatch } from "../engine/data";
+import { GPU_LEVERS } from "../levers/gpu";
 
-const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--stats path.json] [--profile] [--quiet]";
+const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--lever ID] [--stats path.json] [--profile] [--quiet]";
 // Steps issued ahead of the one being read back; the backend bounds GPU work in flight itself.
 const WINDOW = 8;
 // Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
@@ -41,7 +44,7 @@ async function main(): Promise<void> {
       options: {
         preset: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
         "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
-        "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
+        "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" }, lever: { type: "string" },
         stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" },
       },
     }).values;
@@ -79,11 +82,13 @@ async function main(): Promise<void> {
 
   Object.assign(globalThis, globals);
   const gpu = create([]);
-  const backend = await createBackend("webgpu", p.model, train, { gpu });
+  const lever = args.lever === undefined ? null : GPU_LEVERS.find((l) => l.id === args.lever) ?? fail(`unknown GPU lever ${JSON.stringify(args.lever)}; known: ${GPU_LEVERS.map((l) => l.id).join(", ")}`);
+  const levers = lever ? { kernels: lever.kernels, features: lever.feature ? [lever.feature] : [], levers: [lever.id] } : {};
+  const backend = await createBackend("webgpu", p.model, train, { gpu, ...levers });
   const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
-  log(`train: ${p.label} on ${backend.device}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
+  log(`train: ${p.label} on ${backend.device}${lever ? ` + ${lever.id}` : ""}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
 
   const t0 = performance.now();
   let timedFrom = t0;

@@ -5,11 +5,12 @@
 // kernels and once with the lever's, and compares what the step computes: the
 // logits, the loss, and the gradients (after one step from zero moments, Adam's
 // m is (1 - beta1) times the clipped gradient and v (1 - beta2) times its
-// square), each within facts.gate. Then, since a table may keep state of its own beside the
-// parameters (storage-f16's packed mirror of them), the logits after that step, which moved every
-// weight by about STEP_LR, must match the plain kernels' on the very parameters the variant's
-// step left: a variant whose state fell behind its parameters is refused. The worker passes the tables that passed to
-// the WebGPU backend (its `kernels` option) with the features they need.
+// square), each within facts.gate. Then, as a table may keep state of its own
+// beside the parameters (storage-f16's packed mirror of them), the logits after
+// that step, which moved every weight by about STEP_LR, must match the plain
+// kernels' on the very parameters the variant's step left: a variant whose state
+// fell behind its parameters is refused. The worker passes the tables that
+// passed to the WebGPU backend (its `kernels` option) with the features they need.
 
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
