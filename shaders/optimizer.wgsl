@@ -70,11 +70,8 @@ fn grad_norm_final(l: Lane) {
   }
 }
 
-@compute @workgroup_size(256)
-fn adamw(grid: Grid) {
-  let k = index(grid);
-  if (k >= p.n) { return; }
-  let i = p.offset + k;
+// AdamW on element i: the adamw entry's maths, which levers/storage-f16/optimizer.wgsl runs too.
+fn adamw_at(i: u32) {
   let g = grad[i] * norm_in[1];
   let mi = p.beta1 * m[i] + (1.0 - p.beta1) * g;
   let vi = p.beta2 * v[i] + (1.0 - p.beta2) * g * g;
@@ -82,4 +79,11 @@ fn adamw(grid: Grid) {
   v[i] = vi;
   let update = (mi / p.bc1) / (sqrt(vi / p.bc2) + p.eps) + p.weight_decay * param[i];
   param[i] -= p.lr * update;
+}
+
+@compute @workgroup_size(256)
+fn adamw(grid: Grid) {
+  let k = index(grid);
+  if (k >= p.n) { return; }
+  adamw_at(p.offset + k);
 }

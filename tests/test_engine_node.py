@@ -1,6 +1,6 @@
-"""The web engine in Node: bundle webapp/engine/test/*.test.ts,
-webapp/levers/*.test.ts and the GPU levers' own tests with esbuild, run `node --test` on Dawn with
-SwiftShader's Vulkan driver. The Node tests run the backend conformance suite
+"""The web engine in Node: bundle webapp/engine/test/*.test.ts and
+webapp/levers/*.test.ts with esbuild, run `node --test` on Dawn with
+SwiftShader's Vulkan driver, and each GPU lever's webapp/levers/<id>/*.test.ts. The Node tests run the backend conformance suite
 (webapp/engine/test/conformance.ts: the golden fixture, a resumed run, the
 shapes tests/oracles/conformance.py writes here) on the WebGPU backend, and check the
 lever framework (the GPU gate's mutation proof), checkpoint round trips,
@@ -18,6 +18,7 @@ import pytest
 
 from tests.oracles import conformance
 from tinygpt import checkpoint, model
+from tinygpt.facts import FACTS
 from tinygpt.site_build import node
 from tinygpt.train import Trainer, TrainConfig
 
@@ -47,8 +48,11 @@ def node_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("engine")
     # Each folder's tests bundled into a folder of their own: the engine's gpu.test.ts and the levers' share a name.
     bundles = []
+    # and each GPU lever's own (webapp/levers/<id>/*.test.ts), which need only Dawn.
+    gpu_levers = [f"webapp/levers/{lever['id']}" for lever in FACTS["levers"]
+                  if lever["backend"] == "webgpu" and (ROOT / "webapp" / "levers" / lever["id"]).is_dir()]
     for folder, out in (("webapp/engine/test", tmp), ("webapp/levers", tmp / "levers"),
-                        ("webapp/levers/subgroups", tmp / "subgroups")):
+                        *((f, tmp / "levers" / Path(f).name) for f in gpu_levers)):
         tests = sorted((ROOT / folder).glob("*.test.ts"))
         assert tests, f"no {folder}/*.test.ts found"
         bundles += node.node_bundle(ROOT, [t.relative_to(ROOT) for t in tests], out, link_modules=True)

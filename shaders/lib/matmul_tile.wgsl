@@ -22,13 +22,17 @@
 // and one barrier a step suffices. Out-of-range elements load as 0 and are not stored.
 // Measured variants and their numbers: bench/bench_matmul.py, bench/matmul/, content/docs/kernels.md.
 //
-// The including module declares `staged`, the type of the workgroup tiles and of the products, and
-// SPILL. A plain module stages `elem` (alias staged = elem; const SPILL = false): its registers
-// hold the whole run of K. The shader-f16 lever stages f16 (shaders/levers/shader-f16/): a sum of
-// f16 products over one buffer (BK steps) is short enough to stay accurate, so with SPILL each
-// buffer's sums are added into `elem` (f32) accumulators and restarted; f16 over all of K is not.
+// The products are `staged` (lib/matmul_staged.wgsl): `elem` in the plain modules, whose registers
+// hold the whole run of K. The shader-f16 lever #replaces that file to multiply in f16: a sum of f16
+// products over one buffer (BK steps) is short enough to stay accurate, so with SPILL each buffer's
+// sums are added into `elem` (f32) accumulators and restarted; f16 over all of K is not. The tiles
+// stay `elem` in workgroup memory, converted as they are read: staged as f16, invocations would
+// store 16-bit halves of one 32-bit word side by side, which a compiler may implement as a
+// read-modify-write of the word (on the H200 through Dawn, the f16-staged tiles gave logits off by
+// 50 times the gate's budget; on lavapipe they matched).
 
 #include "lib/split.wgsl"
+#include "lib/matmul_staged.wgsl"
 
 struct Params {
   M: u32,
@@ -46,8 +50,8 @@ override ROW = BLOCK / 4u;
 
 @group(0) @binding(0) var<uniform> p: Params;
 
-var<workgroup> tile_a: array<vec4<staged>, 512>; // 2 buffers x [BK][ROW], k-major
-var<workgroup> tile_b: array<vec4<staged>, 512>;
+var<workgroup> tile_a: array<vec4<elem>, 512>; // 2 buffers x [BK][ROW], k-major
+var<workgroup> tile_b: array<vec4<elem>, 512>;
 
 struct Fetched {
   a: vec4<elem>,
@@ -70,23 +74,21 @@ fn stash(t: u32, buf: u32, f: Fetched, a_trans: bool, b_trans: bool) {
   let at = origin(t, 0u, 0u, true);
   let i = base + at.y * ROW + at.x / 4u;
   let c = at.x % 4u;
-  let a = vec4<staged>(f.a);
-  let b = vec4<staged>(f.b);
   if (a_trans) {
-    tile_a[base + t] = a;
+    tile_a[base + t] = f.a;
   } else {
-    tile_a[i][c] = a.x;
-    tile_a[i + ROW][c] = a.y;
-    tile_a[i + 2u * ROW][c] = a.z;
-    tile_a[i + 3u * ROW][c] = a.w;
+    tile_a[i][c] = f.a.x;
+    tile_a[i + ROW][c] = f.a.y;
+    tile_a[i + 2u * ROW][c] = f.a.z;
+    tile_a[i + 3u * ROW][c] = f.a.w;
   }
   if (b_trans) {
-    tile_b[i][c] = b.x;
-    tile_b[i + ROW][c] = b.y;
-    tile_b[i + 2u * ROW][c] = b.z;
-    tile_b[i + 3u * ROW][c] = b.w;
+    tile_b[i][c] = f.b.x;
+    tile_b[i + ROW][c] = f.b.y;
+    tile_b[i + 2u * ROW][c] = f.b.z;
+    tile_b[i + 3u * ROW][c] = f.b.w;
   } else {
-    tile_b[base + t] = b;
+    tile_b[base + t] = f.b;
   }
 }
 
@@ -134,10 +136,10 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
     let base = buf * TILE;
     for (var kk = 0u; kk < BK; kk++) {
       // All four reads before the arithmetic (a1 and b1 go unused in a 64 block).
-      let a0 = tile_a[base + kk * ROW + ty];
-      let a1 = tile_a[base + kk * ROW + 16u + ty];
-      let b0 = tile_b[base + kk * ROW + tx];
-      let b1 = tile_b[base + kk * ROW + 16u + tx];
+      let a0 = vec4<staged>(tile_a[base + kk * ROW + ty]);
+      let a1 = vec4<staged>(tile_a[base + kk * ROW + 16u + ty]);
+      let b0 = vec4<staged>(tile_b[base + kk * ROW + tx]);
+      let b1 = vec4<staged>(tile_b[base + kk * ROW + 16u + tx]);
       s00 += a0.x * b0; s10 += a0.y * b0; s20 += a0.z * b0; s30 += a0.w * b0;
       if (QUADS > 1u) {
         s01 += a0.x * b1; s11 += a0.y * b1; s21 += a0.z * b1; s31 += a0.w * b1;

@@ -1,10 +1,12 @@
-// lib/matmul_vec4_io.wgsl: what matmul_vec4.wgsl adds to lib/matmul_tile.wgsl (its bindings, its
-// 16-byte `fetch` and `store4`), apart from the module so that the shader-f16 lever's variant
-// (shaders/levers/shader-f16/matmul_vec4.wgsl) stages the same loads as f16. Global memory is
-// `elem` in both: the graph's buffers are f32 whatever a matmul computes in.
+// lib/matmul_vec4_io.wgsl: matmul_vec4.wgsl's loads and stores (16 bytes each: a, bias and c as
+// arrays of vec4<elem>) around lib/matmul_tile.wgsl, for every module that binds B its own way.
+// The including module declares binding 2 and `fn b4(i: u32) -> vec4<elem>`, B's i-th vec4 of 4
+// consecutive elements (along N, or along K when transposed): plain f32 in matmul_vec4.wgsl,
+// packed halves in levers/storage-f16/matmul_vec4.wgsl.
+
+#include "lib/matmul_tile.wgsl"
 
 @group(0) @binding(1) var<storage, read> a: array<vec4<elem>>;
-@group(0) @binding(2) var<storage, read> b: array<vec4<elem>>;
 @group(0) @binding(3) var<storage, read> bias: array<vec4<elem>>;
 @group(0) @binding(4) var<storage, read_write> c: array<vec4<elem>>;
 
@@ -13,7 +15,7 @@ fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: b
   let am = origin(t, m0, k0, !a_trans);
   let bn = origin(t, n0, k0, b_trans);
   if (am.x < p.M && am.y < kend) { f.a = a[select(am.x * p.K + am.y, am.y * p.M + am.x, a_trans) / 4u]; }
-  if (bn.x < p.N && bn.y < kend) { f.b = b[select(bn.y * p.N + bn.x, bn.x * p.K + bn.y, b_trans) / 4u]; }
+  if (bn.x < p.N && bn.y < kend) { f.b = b4(select(bn.y * p.N + bn.x, bn.x * p.K + bn.y, b_trans) / 4u); }
   return f;
 }
 

@@ -5,10 +5,14 @@
 // lever's, and compares what a step computes: the logits, the loss, and the
 // gradients (after one step from zero moments, Adam's m is (1 - beta1) times
 // the clipped gradient and v (1 - beta2) times its square), each within
-// facts.gate; then, on the first (aligned) shape, facts.gate.check_steps steps
-// on one fixed batch, whose losses must stay within curve_rel_tolerance of the
-// plain run's (state a variant carries from step to step, a weight mirror, is
-// exercised there; one shape's curve keeps the check to seconds). The
+// facts.gate. A table may keep state of its own beside the parameters
+// (storage-f16's packed mirror of them): the logits after that step, which
+// moved every weight by about STEP_LR, must match the plain kernels' on the
+// very parameters the variant's step left, so a variant whose state fell
+// behind is refused. Then, on the first (aligned) shape, the step is continued
+// to facts.gate.check_steps steps on one fixed batch, whose losses must stay
+// within curve_rel_tolerance of the plain run's (one shape's curve keeps the
+// check to seconds). The
 // worker passes the tables that passed to the WebGPU backend (its `kernels`
 // option) with the features they need. A lever that needs WGSL language
 // features (`wgslFeatures`) is tried only where the GPU lists them
@@ -17,12 +21,15 @@
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
-import { defaultTrainConfig, paramCount } from "../engine/model";
+import { defaultTrainConfig, initParams } from "../engine/model";
 import { Rng } from "../engine/rng";
-import type { ModelConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
+import { GATE_SHAPES, type GateShape } from "./shapes";
+
+export { GATE_SHAPES, type GateShape };
 import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "./gate";
 import { SHADER_F16 } from "./shader-f16/lever";
+import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
 
 export interface GpuLever {
@@ -33,29 +40,19 @@ export interface GpuLever {
   /** The WGSL language features its shaders require (`requires`), which the GPU (navigator.gpu.wgslLanguageFeatures) must offer. */
   wgslFeatures?: string[];
   kernels: Partial<KernelTable>;
-  /** Models whose training step runs every op it replaces (the gate refuses a table it cannot exercise). */
+  /** Models whose training step runs every op it replaces, instead of GATE_SHAPES (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
 }
 
-export interface GateShape {
-  model: ModelConfig;
-  batch: number;
-}
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-// storage-f16 goes first.
-export const GPU_LEVERS: GpuLever[] = [SHADER_F16, SUBGROUPS];
+export const GPU_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, SUBGROUPS];
 
-/**
- * A shape with aligned sizes (the vec4 matmuls, 64-wide tiles at this size),
- * and one with none (n_embd 18: the scalar matmuls; head size 6; a context of 7).
- */
-export const GATE_SHAPES: GateShape[] = [
-  { model: { vocab_size: 256, n_layer: 1, n_embd: 32, n_head: 2, block_size: 9 }, batch: 3 },
-  { model: { vocab_size: 256, n_layer: 1, n_embd: 18, n_head: 3, block_size: 7 }, batch: 2 },
-];
 
 const LR = 1e-3;
+// The first step's learning rate: Adam's first step moves each weight by about this (m and v do
+// not depend on it), far more than f16 rounding, so logits from stale weights cannot pass.
+const STEP_LR = 0.05;
 
 /**
  * Where a check runs: a fresh device from `gpu` (what the worker does, so a
@@ -98,7 +95,10 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
       try {
         for (const op of variant.ops) unexercised.delete(op);
         const rng = new Rng(20261201);
-        const params = Float32Array.from({ length: paramCount(model) }, () => rng.normal() * 0.3);
+        // The model's own initialisation, so the gradients are spread as in training: with every
+        // weight drawn wide, a few gradients dwarf the rest, and f16-rounded weights (storage-f16)
+        // put those few past a budget set by the mean.
+        const params = initParams(model, 20261201);
         const n = batch * model.block_size;
         const x = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
         const y = Int32Array.from({ length: n }, () => rng.int(model.vocab_size));
@@ -107,10 +107,11 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
           await b.setState({ params, step: 0 });
           const logits = await b.nextLogits(x.subarray(0, model.block_size));
           const loss = await b.loss(x, y);
-          const curve = [await b.trainStep(x, y, LR)];
-          const { m, v } = await b.getState();
+          const curve = [await b.trainStep(x, y, STEP_LR)];
+          const { m, v, params: after } = await b.getState();
+          const stepped = await b.nextLogits(x.subarray(0, model.block_size));
           while (curve.length < steps) curve.push(await b.trainStep(x, y, LR));
-          return { logits, loss: Float32Array.of(loss, curve[0]), m: m!, v: v!, curve };
+          return { logits, loss: Float32Array.of(loss, curve[0]), m: m!, v: v!, after, stepped, curve };
         };
         const [want, got] = [await run(plain), await run(variant)];
         const shape = `${model.n_layer}x${model.n_embd}x${model.n_head}, context ${model.block_size}, batch ${batch}`;
@@ -119,6 +120,10 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
           measured.push(errors);
           if (!failure && !withinBudget(errors)) failure = `its ${what === "m" || what === "v" ? `gradients (Adam ${what})` : what} differ from the plain kernels' (${shape})`;
         }
+        await plain.setState({ params: got.after, step: 1 });
+        const stepped = gateErrors(got.stepped, await plain.nextLogits(x.subarray(0, model.block_size)));
+        measured.push(stepped);
+        if (!failure && !withinBudget(stepped)) failure = `its logits after a step differ from the plain kernels' on the parameters it left (${shape})`;
         const curve = curveShare(got.curve, want.curve);
         if (steps > 1) measured.push({ [CURVE]: curve });
         if (!failure && !(curve < 1)) failure = `its ${CURVE} on a fixed batch strays from the plain kernels' (${shape})`;

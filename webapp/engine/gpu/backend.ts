@@ -6,9 +6,10 @@
 import type { Backend, ModelConfig, ParamState, TrainConfig } from "../types";
 import { checkModelConfig } from "../model";
 import { type GpuContext, DeviceWatch, requestGpu } from "./device";
+import { floatToHalf } from "../f16";
 import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
-import { type Dispatch, Pipelines, Recorder, encode } from "./recorder";
+import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
 import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable, type Op } from "./kernels";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
@@ -17,9 +18,24 @@ const PARTIALS_MAX = 1024;
 const LOST_GRACE_MS = 2000;
 
 /**
+ * Whether the table keeps a packed-half mirror of the parameters (storage-f16): some matmul reads
+ * its weights there, which only an AdamW that refreshes it keeps in step with the f32 parameters.
+ */
+export function usesMirror(kernels: KernelTable): boolean {
+  const reads = Object.values(kernels).some((k) => k.weightsFromMirror);
+  if (reads && !kernels.adamw.refreshesMirror) throw new Error("the kernel table's matmuls read the weights' packed halves, but its adamw does not refresh them: every step after the first would use stale weights");
+  return reads || kernels.adamw.refreshesMirror;
+}
+
+/** The parameters' layout for a table on a device of this alignment: the backend's and plan.ts's. */
+export function trainingLayout(model: ModelConfig, kernels: KernelTable, alignBytes: number): GpuLayout {
+  return gpuLayout(model, alignBytes, usesMirror(kernels));
+}
+
+/**
  * Every buffer a backend of this shape holds from its creation (all but the
  * params uniforms and the readback pool): parameters, gradients, Adam moments,
- * both graphs' activations and the gradient norm's scratch. The backend
+ * the packed-half mirror where the table uses one, both graphs' activations and the gradient norm's scratch. The backend
  * allocates through it, and plan.ts runs it on a stand-in device that only
  * records sizes, so the figure shown before Start is the backend's own.
  */
@@ -31,7 +47,8 @@ export function allocateTraining(device: GPUDevice, kernels: KernelTable, model:
     return b;
   };
   const paramBuf = (label: string) => buffer(label, layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
-  const bufs: ParamBuffers = { params: paramBuf("parameters"), grads: paramBuf("gradients"), m: paramBuf("adam m"), v: paramBuf("adam v") };
+  const mirror = usesMirror(kernels) ? buffer("parameters as halves", layout.total * 2, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST) : null;
+  const bufs: ParamBuffers = { params: paramBuf("parameters"), grads: paramBuf("gradients"), m: paramBuf("adam m"), v: paramBuf("adam v"), mirror };
   const trainGraph = new Graph(device, kernels, model, layout, bufs, batch, true);
   const sampleGraph = new Graph(device, kernels, model, layout, bufs, 1, false);
   const nPartials = Math.min(Math.ceil(layout.total / 256), PARTIALS_MAX);
@@ -108,7 +125,7 @@ export class GpuBackend implements Backend {
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
     this.lost = this.watch.lost;
-    this.layout = gpuLayout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
+    this.layout = trainingLayout(model, pipelines.kernels, this.gpu.limits.minStorageBufferOffsetAlignment);
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
     const { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size);
     this.extra.push(...buffers);
@@ -132,7 +149,8 @@ export class GpuBackend implements Backend {
       { n: d, offset: 0, weight_decay: train.weight_decay },
       { n: n - d, offset: d, weight_decay: 0 },
     ].map((s) => ({ ...clip, ...s, lr: train.lr, beta1: train.beta1, beta2: train.beta2, eps: train.eps }));
-    const adamBindings = { 1: this.bufs.grads, 5: norm, 6: this.bufs.params, 7: this.bufs.m, 8: this.bufs.v };
+    const adamBindings: Record<number, Binding> = { 1: this.bufs.grads, 5: norm, 6: this.bufs.params, 7: this.bufs.m, 8: this.bufs.v };
+    if (this.bufs.mirror) adamBindings[9] = this.bufs.mirror;
     this.adamSlots = [this.adam.op("adamw", this.adamSizes[0], adamBindings), this.adam.op("adamw", this.adamSizes[1], adamBindings)];
 
     const loss = this.recorder(pipelines);
@@ -295,7 +313,10 @@ export class GpuBackend implements Backend {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);
-      this.gpu.queue.writeBuffer(this.bufs.params, 0, toGpuOrder(this.layout, state.params));
+      const params = toGpuOrder(this.layout, state.params);
+      this.gpu.queue.writeBuffer(this.bufs.params, 0, params);
+      // From here on AdamW keeps the mirror fresh; it starts as the parameters rounded to nearest even.
+      if (this.bufs.mirror) this.gpu.queue.writeBuffer(this.bufs.mirror, 0, Uint16Array.from(params, floatToHalf));
       this.gpu.queue.writeBuffer(this.bufs.m, 0, toGpuOrder(this.layout, state.m ?? zeros));
       this.gpu.queue.writeBuffer(this.bufs.v, 0, toGpuOrder(this.layout, state.v ?? zeros));
       this.adamStep = state.step;

@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, type KernelTable, type Op, type Orientation, type Sizes, matmulOp } from "./kernels";
+import { ACCUMULATE, BIAS, type KernelTable, type Op, type Sizes, matmulOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -32,6 +32,8 @@ export interface ParamBuffers {
   grads: GPUBuffer;
   m: GPUBuffer;
   v: GPUBuffer;
+  /** The parameters as packed halves at the same element offsets, for kernels marked weightsFromMirror; null without such. */
+  mirror: GPUBuffer | null;
 }
 
 interface LayerActs {
@@ -42,10 +44,6 @@ interface LayerActs {
   resMid: GPUBuffer; // after attention
   ln2: GPUBuffer; ln2Mean: GPUBuffer; ln2Rstd: GPUBuffer;
   fc: GPUBuffer; gelu: GPUBuffer;
-}
-
-function mm(r: Recorder, o: Orientation, sizes: { M: number; N: number; K: number; flags: number }, bindings: Record<number, Binding>): void {
-  r.op(matmulOp(o, sizes.M, sizes.N, sizes.K), sizes, bindings);
 }
 
 /** Activations (and, for training, gradient scratch) of one batch shape. */
@@ -180,6 +178,19 @@ export class Graph {
     return { buffer: this.p.params, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
+  /** The weight `name` as the op reads it: its f32 slice, or its halves in the mirror (2 bytes each, in whole vec2<u32>s). */
+  private weight(op: Op, name: string): GPUBufferBinding {
+    if (!this.kernels[op].weightsFromMirror) return this.w(name);
+    const t = this.layout.byName.get(name)!;
+    return { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 };
+  }
+
+  /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
+  private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
+    const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
+    r.op(op, sizes, { ...bindings, 2: this.weight(op, weight) });
+  }
+
   private g(name: string): GPUBufferBinding {
     const t = this.layout.byName.get(name)!;
     return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
@@ -187,14 +198,14 @@ export class Graph {
 
   /** out[M,N] = x[M,K]·W + b; every linear helper takes its sizes by name, as the matmul's M, N, K. */
   private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK): void {
-    mm(r, "nn", { M, N, K, flags: BIAS }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out });
+    this.mm(r, "nn", { M, N, K, flags: BIAS }, `${prefix}.weight`, { 1: x, 3: this.w(`${prefix}.bias`), 4: out });
   }
 
   /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
   private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
     this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M });
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
-    if (dx) mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, { 1: dy, 2: this.w(`${prefix}.weight`), 3: dy, 4: dx });
+    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
   }
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
@@ -268,7 +279,7 @@ export class Graph {
       r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
-    mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, { 1: this.lnf, 2: this.w("token_embedding.weight"), 3: this.lnf, 4: this.logits });
+    this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 
   /** Per-position cross-entropy and its mean into `loss`. */
@@ -288,7 +299,7 @@ export class Graph {
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
     this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT });
-    mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, { 1: d.logits, 2: this.w("token_embedding.weight"), 3: d.logits, 4: d.ln });
+    this.mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
       const a = this.layers[l];

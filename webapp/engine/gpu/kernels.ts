@@ -44,13 +44,21 @@ export interface Kernel {
    * sum's rows) into that many runs, their partial results for colsum to add (see its shader).
    */
   split: boolean;
+  /**
+   * A matmul whose B (binding 2) is a weight (nn: y = x·W, dln = dlogits·wte; nt: dx = dy·Wᵀ,
+   * logits = x·wteᵀ) reads it from the parameters' packed-half mirror instead of the f32
+   * parameters: the graph binds the mirror's slice there (storage-f16).
+   */
+  weightsFromMirror: boolean;
+  /** AdamW that also rewrites the mirror from the parameters it updated (binding 9: the whole mirror). */
+  refreshesMirror: boolean;
   workgroups: (s: Sizes) => Workgroups;
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
 
 function kernel(module: Module, entry: string, workgroups: Kernel["workgroups"], split = false): Kernel {
-  return { source: SOURCES[module], entry, params: facts.wgsl.params[module], constants: {}, elementBytes: 4, split, workgroups };
+  return { source: SOURCES[module], entry, params: facts.wgsl.params[module], constants: {}, elementBytes: 4, split, weightsFromMirror: false, refreshesMirror: false, workgroups };
 }
 
 export type Orientation = "nn" | "nt" | "tn";

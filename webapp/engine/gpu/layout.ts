@@ -2,6 +2,8 @@
 // in the gradient and Adam buffers). Tensors start on the device's storage
 // offset alignment so each can be bound alone; 2-D tensors come first so AdamW
 // runs as two dispatches (with and without weight decay). Padding stays zero.
+// A layout for a packed-half mirror (storage-f16) aligns tensors twice as far in
+// floats, so that each tensor's halves, at byte 2·gpuOffset, can be bound alone too.
 
 import type { ModelConfig } from "../types";
 import { type TensorInfo, tensorLayout } from "../model";
@@ -22,8 +24,10 @@ export interface GpuLayout {
   canonicalTotal: number;
 }
 
-export function gpuLayout(m: ModelConfig, alignBytes: number): GpuLayout {
-  const align = Math.max(1, alignBytes / 4);
+export function gpuLayout(m: ModelConfig, alignBytes: number, halves = false): GpuLayout {
+  // With halves, at least 4 floats: each tensor starts on a vec2<u32> of the mirror, and a binding of
+  // whole vec2s (graph.ts) ends within it.
+  const align = halves ? Math.max(4, alignBytes / 2) : Math.max(1, alignBytes / 4);
   const canonical = tensorLayout(m);
   const ordered = [...canonical.filter((t) => t.decay), ...canonical.filter((t) => !t.decay)];
   let at = 0;

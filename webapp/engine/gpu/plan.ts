@@ -1,12 +1,11 @@
 // The buffers a GPU backend of a shape allocates, listed by the code that
-// allocates them (backend.ts allocateTraining: parameters, moments, Graph)
+// allocates them (backend.ts allocateTraining: parameters, a lever's mirror of them, moments, Graph)
 // run on a stand-in device that only records each buffer's size: a shape the
 // adapter cannot hold is named before anything is allocated, and the memory
 // shown before Start is the backend's own figure.
 import type { ModelConfig } from "../types";
-import { allocateTraining } from "./backend";
+import { allocateTraining, trainingLayout } from "./backend";
 import { F32_KERNELS, type KernelTable } from "./kernels";
-import { gpuLayout } from "./layout";
 
 export interface GpuFit {
   /** The largest single buffer, in bytes, and what it holds. */
@@ -22,7 +21,7 @@ type Limits = Pick<GPUSupportedLimits, "maxBufferSize" | "maxStorageBufferBindin
 const MiB = 2 ** 20;
 
 export function gpuFit(model: ModelConfig, batch: number, limits: Limits, kernels: KernelTable = F32_KERNELS): GpuFit {
-  const layout = gpuLayout(model, limits.minStorageBufferOffsetAlignment);
+  const layout = trainingLayout(model, kernels, limits.minStorageBufferOffsetAlignment);
   const buffers: { label: string; bytes: number }[] = [];
   // Graph checks each buffer against the binding limit as it allocates: here the limit is
   // lifted, so every buffer is listed and compared below with both limits.

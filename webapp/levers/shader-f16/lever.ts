@@ -8,7 +8,8 @@
 
 import matmulVec4 from "../../../.cache/wgsl/levers/shader-f16/matmul_vec4.wgsl";
 import { F32_KERNELS, type Kernel, type KernelTable, type Op } from "../../engine/gpu/kernels";
-import type { GateShape, GpuLever } from "../gpu";
+import type { GpuLever } from "../gpu";
+import type { GateShape } from "../shapes";
 
 export const ID = "shader-f16";
 
@@ -23,7 +24,7 @@ export const KERNELS: Partial<KernelTable> = {
 /**
  * A small model (64-wide blocks: grids under 128 blocks of 128x128) and one whose
  * 4096 rows against fc_in's 512 columns make 128 blocks, the 128-wide kernel.
- * Not GATE_SHAPES': the unaligned one runs no vec4 op, and gpu.ts imports this file.
+ * Not GATE_SHAPES: the unaligned one runs no vec4 op.
  */
 export const SHAPES: GateShape[] = [
   { model: { vocab_size: 256, n_layer: 1, n_embd: 32, n_head: 2, block_size: 9 }, batch: 3 },
