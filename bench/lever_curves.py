@@ -40,6 +40,7 @@ def built(root: Path = ROOT) -> list[str]:
 def train(args, corpus: Path, tmp: Path, levers: str) -> dict:
     stats = tmp / f"{levers}.json"
     cmd = [args.node, str(CLI), "--preset", args.preset, "--corpus", str(corpus), "--steps", str(args.steps),
+           *(["--batch-size", str(args.batch_size)] if args.batch_size else []),
            "--out", str(tmp / "model.tinygpt"), "--eval-every", "0", "--stats", str(stats), "--quiet", "--levers", levers,
            *(["--dawn-f16-toggle"] if args.dawn_f16_toggle else [])]
     run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True)
@@ -53,6 +54,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--preset", default="small")
     ap.add_argument("--steps", type=int, default=FACTS["gate"]["curve_steps"])
+    ap.add_argument("--batch-size", type=int, help="the preset's unless given (CI's short version trains small batches on a software GPU)")
     ap.add_argument("--levers", default=",".join(built()), help="the GPU levers to check (default: every one built)")
     ap.add_argument("--corpus", type=Path, help="Shakespeare as the app trains on it (default: prepared from the registry)")
     ap.add_argument("--node", default="node")
@@ -105,7 +107,7 @@ def main():
         "hardware": f"WebGPU adapter: {plain['device']}",
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": "python bench/lever_curves.py " + " ".join(sys.argv[1:]),
-        "preset": args.preset, "steps": args.steps, "tolerance": tolerance,
+        "preset": args.preset, "steps": args.steps, "batch_size": plain["batch_size"], "tolerance": tolerance,
         "x_label": "step", "series": series, "rows": rows,
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
