@@ -4,7 +4,7 @@
 // bench/bench_matmul.py --dawn, which bundles this file; prints one JSON object.
 //   node matmul_dawn.mjs '[["1024^3", 1024, 1024, 1024], ...]' [--wall] [--lever shader-f16] [--dawn-f16-toggle]
 // Every kernel is first checked against a float64 CPU product; a wrong one exits non-zero.
-// --lever <id>: a GPU lever (GPU_LEVERS) is first gated (kernelTableAgrees on its shapes; a refusal
+// --lever <id>: a GPU lever (BUILT_LEVERS) is first gated (kernelTableAgrees on its shapes; a refusal
 // exits non-zero), then each op it replaces is timed beside the plain one as "<id> <orientation>".
 // --dawn-f16-toggle: Dawn's adapter toggle vulkan_enable_f16_on_nvidia, without which Dawn hides
 // shader-f16 on NVIDIA; for test and bench hosts only, the app never sets a toggle.
@@ -12,7 +12,7 @@ import { create, globals } from "webgpu";
 import { requestGpu } from "../webapp/engine/gpu/device";
 import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
-import { GPU_LEVERS, kernelTableAgrees } from "../webapp/levers/gpu";
+import { BUILT_LEVERS, kernelTableAgrees } from "../webapp/levers/gpu";
 
 Object.assign(globalThis, globals);
 
@@ -27,9 +27,9 @@ const MIN_PASS_S = 0.05;
 const shapes: Shape[] = JSON.parse(process.argv[2] ?? "[]");
 const wallOnly = process.argv.includes("--wall");
 const leverId = process.argv.includes("--lever") ? process.argv[process.argv.indexOf("--lever") + 1] : null;
-const lever = leverId === null ? null : GPU_LEVERS.find((l) => l.id === leverId);
+const lever = leverId === null ? null : BUILT_LEVERS.find((l) => l.id === leverId);
 if (leverId !== null && !lever) {
-  console.error(`no GPU lever ${leverId} (GPU_LEVERS: ${GPU_LEVERS.map((l) => l.id).join(", ")})`);
+  console.error(`no GPU lever ${leverId} (BUILT_LEVERS: ${BUILT_LEVERS.map((l) => l.id).join(", ")})`);
   process.exit(1);
 }
 const dawnFlags = ["disable-dawn-features=timestamp_quantization"];

@@ -13,6 +13,7 @@ float32 (what the engines match) and float64 (what the gradient check needs);
 the dtype of the parameters decides.
 """
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,6 +65,13 @@ def tensor_specs(config: GPTConfig) -> list[tuple[str, tuple[int, ...], str]]:
     for i in range(config.n_layer):
         entries += [{**e, "name": e["name"].format(i=i)} for e in layout["block"]]
     return [(e["name"], shape_of(e["shape"], config), e["init"]) for e in entries]
+
+
+def noise_gradient(name: str) -> bool:
+    """Whether facts.tensors says the tensor's true gradient is exactly 0 (what is computed is rounding noise)."""
+    layout = FACTS["tensors"]
+    return any(t.get("gradient") == "noise" and re.fullmatch(re.escape(t["name"]).replace(r"\{i\}", r"\d+"), name)
+               for t in layout["head"] + layout["block"])
 
 
 def param_count(config: GPTConfig) -> int:

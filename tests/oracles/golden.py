@@ -143,7 +143,7 @@ def generate() -> dict:
             "params": {name: {"sum": float(np.sum(p, dtype=np.float64)),
                               "l2": float(np.linalg.norm(p.astype(np.float64))),
                               "head": [float(v) for v in p.ravel()[:4]]} for name, p in final32.items()},
-            "noise_tensors": [name for name in final32 if name.endswith("attn.k_proj.bias")],
+            "noise_tensors": [name for name in final32 if model.noise_gradient(name)],
             "m_l2": l2(runs["f32"].m),
             "v_l2": l2(runs["f32"].v),
             "loss_f32": model.forward(CONFIG, final32, *data[0])[1],

@@ -9,9 +9,9 @@
 // --stats path.json (timings, every step's loss, the levers' verdicts: for the
 // benchmarks), --profile (after saving, time one more step dispatch by dispatch
 // and list the ops by time), --quiet.
-// GPU levers, as the app runs them: each is gated on this adapter and runs if it
-// passes. --levers none trains on the plain f32 kernels; --levers a,b gates only
-// those, and stops if one does not pass (a figure for a lever that did not run is
+// GPU levers, as the app runs them: each shipped one is gated on this adapter and
+// runs if it passes. --levers none trains on the plain f32 kernels; --levers a,b
+// gates only those (an experimental one too), and stops if one does not pass (a figure for a lever that did not run is
 // no figure). --dawn-f16-toggle sets Dawn's vulkan_enable_f16_on_nvidia adapter
 // toggle, for our benchmark hosts: Dawn hides shader-f16 on NVIDIA without it
 // (a browser decides that itself; the app never sets a toggle).
@@ -22,7 +22,7 @@ import { parseArgs } from "node:util";
 import { create, globals } from "webgpu";
 import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
 import facts from "../../tinygpt/facts.json";
-import { GPU_LEVERS, gpuLevers } from "../levers/gpu";
+import { BUILT_LEVERS, GPU_LEVERS, gpuLevers } from "../levers/gpu";
 import { splitCorpus, trainBatch } from "../engine/data";
 
 const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]";
@@ -88,19 +88,19 @@ async function main(): Promise<void> {
   }
 
   const wanted = args.levers ?? "all";
-  const known = GPU_LEVERS.map((l) => l.id);
-  const chosen = wanted === "all" ? known : wanted === "none" ? [] : wanted.split(",");
+  const known = BUILT_LEVERS.map((l) => l.id);
+  const chosen = wanted === "all" ? GPU_LEVERS.map((l) => l.id) : wanted === "none" ? [] : wanted.split(",");
   for (const id of chosen) if (!known.includes(id)) fail(`--levers: no GPU lever ${JSON.stringify(id)} (there are: ${known.join(", ") || "none"})`);
 
   Object.assign(globalThis, globals);
   const gpu = create(args["dawn-f16-toggle"] ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
   const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
-  const gated = await gpuLevers({ gpu }, adapter, GPU_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);
+  const gated = await gpuLevers({ gpu }, adapter, BUILT_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);
   for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
   if (wanted !== "all") {
     const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
-    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${[facts.levers.find((l) => l.id === id)?.feature, ...(GPU_LEVERS.find((l) => l.id === id)?.wgslFeatures ?? [])].filter(Boolean).join(", ")})`}`).join("; ")}`);
+    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${[facts.levers.find((l) => l.id === id)?.feature, ...(BUILT_LEVERS.find((l) => l.id === id)?.wgslFeatures ?? [])].filter(Boolean).join(", ")})`}`).join("; ")}`);
   }
   const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
   const backend = await createBackend("webgpu", p.model, train, { gpu, adapter, kernels: gated.kernels, features: gated.features, levers });

@@ -16,6 +16,8 @@ export interface TensorInfo {
   init: InitRule;
   /** AdamW decays 2-D tensors only. */
   decay: boolean;
+  /** Its true gradient is exactly 0: any computed one is rounding noise (facts.json tensors). */
+  noiseGradient: boolean;
 }
 
 export interface Preset {
@@ -53,15 +55,15 @@ export function checkModelConfig(m: ModelConfig): void {
 export function tensorLayout(m: ModelConfig): TensorInfo[] {
   const out: TensorInfo[] = [];
   let offset = 0;
-  const add = (name: string, shapeSyms: string[], init: string) => {
-    const shape = shapeOf(shapeSyms, m);
+  const add = (name: string, t: { shape: string[]; init: string; gradient?: string }) => {
+    const shape = shapeOf(t.shape, m);
     const size = shape.reduce((a, b) => a * b, 1);
-    out.push({ name, shape, offset, size, init: init as InitRule, decay: shape.length === 2 });
+    out.push({ name, shape, offset, size, init: t.init as InitRule, decay: shape.length === 2, noiseGradient: t.gradient === "noise" });
     offset += size;
   };
-  for (const t of facts.tensors.head) add(t.name, t.shape, t.init);
+  for (const t of facts.tensors.head) add(t.name, t);
   for (let i = 0; i < m.n_layer; i++) {
-    for (const t of facts.tensors.block) add(t.name.replace("{i}", String(i)), t.shape, t.init);
+    for (const t of facts.tensors.block) add(t.name.replace("{i}", String(i)), t);
   }
   return out;
 }

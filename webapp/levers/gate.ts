@@ -30,6 +30,23 @@ export function gateErrors(out: Float32Array, ref: Float32Array): GateErrors {
   };
 }
 
+/**
+ * A gradient's error as a share of facts.gate.grad_l2_rel: |out - ref| / |ref| in L2. Gradients come
+ * out of a whole backward pass, where sums that nearly cancel (an embedding row a batch never uses)
+ * turn rounding an f16 input rightly carries into large relative errors of tiny elements; the norm
+ * weighs each element by its size, and still sees a wrong kernel (a transposed weight, a dropped
+ * partial sum) at once.
+ */
+export function gradientError(out: Float32Array, ref: Float32Array): GateErrors {
+  if (out.length !== ref.length || ref.length === 0) return { "gradient L2 error": Infinity };
+  let diff = 0, norm = 0;
+  for (let i = 0; i < ref.length; i++) {
+    diff += (out[i] - ref[i]) ** 2;
+    norm += ref[i] ** 2;
+  }
+  return { "gradient L2 error": Math.sqrt(diff / norm) / facts.gate.grad_l2_rel };
+}
+
 /** Whether every error is within its budget (a NaN share fails). */
 export const withinBudget = (errors: GateErrors) => Object.values(errors).every((share) => share < 1);
 

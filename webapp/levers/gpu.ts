@@ -21,13 +21,13 @@
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
-import { defaultTrainConfig, initParams } from "../engine/model";
+import { defaultTrainConfig, initParams, tensorLayout } from "../engine/model";
 import { Rng } from "../engine/rng";
 import facts from "../../tinygpt/facts.json";
 import { GATE_SHAPES, type GateShape } from "./shapes";
 
 export { GATE_SHAPES, type GateShape };
-import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, shaderHash, withinBudget, worst } from "./gate";
+import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
@@ -46,7 +46,17 @@ export interface GpuLever {
 
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-export const GPU_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, SUBGROUPS];
+export const GPU_LEVERS: GpuLever[] = [STORAGE_F16, SUBGROUPS];
+
+/**
+ * Levers built but not shipped (facts.levers status "experimental"): the app never runs them; the
+ * benchmarks and the CLI take them when named. shader-f16 passes its kernel parity on lavapipe but
+ * fails its gate on the H200 through Dawn (content/docs/kernels.md), so it has no release curve.
+ */
+export const EXPERIMENTAL_LEVERS: GpuLever[] = [SHADER_F16];
+
+/** Every lever built, shipped or experimental: what a benchmark may name. */
+export const BUILT_LEVERS = [...GPU_LEVERS, ...EXPERIMENTAL_LEVERS];
 
 
 const LR = 1e-3;
@@ -115,10 +125,19 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
         };
         const [want, got] = [await run(plain), await run(variant)];
         const shape = `${model.n_layer}x${model.n_embd}x${model.n_head}, context ${model.block_size}, batch ${batch}`;
-        for (const what of ["logits", "loss", "m", "v"] as const) {
+        for (const what of ["logits", "loss"] as const) {
           const errors = gateErrors(got[what], want[what]);
           measured.push(errors);
-          if (!failure && !withinBudget(errors)) failure = `its ${what === "m" || what === "v" ? `gradients (Adam ${what})` : what} differ from the plain kernels' (${shape})`;
+          if (!failure && !withinBudget(errors)) failure = `its ${what} differ from the plain kernels' (${shape})`;
+        }
+        // Each parameter's gradient at its own scale (a LayerNorm gain's is far larger than a sparse
+        // embedding's), by its L2 error (gate.ts gradientError), noise tensors aside.
+        for (const what of ["m", "v"] as const) {
+          for (const t of tensorLayout(model).filter((t) => !t.noiseGradient)) {
+            const errors = gradientError(got[what].subarray(t.offset, t.offset + t.size), want[what].subarray(t.offset, t.offset + t.size));
+            measured.push(errors);
+            if (!failure && !withinBudget(errors)) failure = `its gradients (Adam ${what} of ${t.name}) differ from the plain kernels' (${shape})`;
+          }
         }
         await plain.setState({ params: got.after, step: 1 });
         const stepped = gateErrors(got.stepped, await plain.nextLogits(x.subarray(0, model.block_size)));

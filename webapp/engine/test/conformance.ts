@@ -87,14 +87,13 @@ function checkLogits(got: Float32Array, want: ArrayLike<number>, what: string): 
   assert.ok(worst < POLICY.logits_of_max * scale, `${what}: logits differ by up to ${worst} (largest |logit| ${scale})`);
 }
 
-const isNoise = (name: string) => name.endsWith("attn.k_proj.bias");
 
 /** Each tensor's L2 norm; noise tensors element by element, near their start (facts.conformance says why). */
 function checkWeights(model: ModelConfig, params: Float32Array, init: Float32Array, l2s: Record<string, number>, lrs: number[], what: string): void {
   const drift = POLICY.noise_steps_of_lr * lrs.reduce((a, b) => a + b, 0);
   for (const t of tensorLayout(model)) {
     const got = params.subarray(t.offset, t.offset + t.size);
-    if (isNoise(t.name)) {
+    if (t.noiseGradient) {
       got.forEach((v, i) => assert.ok(Math.abs(v - init[t.offset + i]) <= drift, `${what} ${t.name}[${i}] moved ${v - init[t.offset + i]}, more than ${drift}`));
     } else {
       assert.ok(rel(l2(got), l2s[t.name]) < POLICY.l2_rel, `${what} ${t.name}: L2 ${l2(got)} vs reference ${l2s[t.name]}`);
@@ -134,7 +133,7 @@ export function conformance(s: Subject): void {
       assert.equal(state.step, g.steps.length);
       // Its own count of what it holds covers at least parameters, gradients and both moments.
       assert.ok(b.residentBytes >= 16 * state.params.length, `residentBytes ${b.residentBytes} for ${state.params.length} parameters`);
-      assert.deepEqual(tensorLayout(g.config).filter((t) => isNoise(t.name)).map((t) => t.name), g.final.noise_tensors);
+      assert.deepEqual(tensorLayout(g.config).filter((t) => t.noiseGradient).map((t) => t.name), g.final.noise_tensors);
       const l2s = Object.fromEntries(Object.entries(g.final.params).map(([k, v]) => [k, v.l2]));
       checkWeights(g.config, state.params, init, l2s, g.steps.map((st) => st.lr), "golden");
       assert.ok(rel(l2(state.m!), g.final.m_l2) < POLICY.l2_rel, `Adam m L2 ${l2(state.m!)} vs ${g.final.m_l2}`);

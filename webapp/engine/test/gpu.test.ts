@@ -17,7 +17,7 @@ import { DeviceLostError } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { ModelConfig, TrainConfig } from "../types";
-import { GPU_LEVERS, offered } from "../../levers/gpu";
+import { BUILT_LEVERS, offered } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const context = adapter ? await requestGpu(gpu, adapter) : null;
@@ -36,7 +36,7 @@ conformance({
   },
 });
 
-for (const lever of GPU_LEVERS) {
+for (const lever of BUILT_LEVERS) {
   const possible = adapter !== null && offered(lever, adapter, gpu.wgslLanguageFeatures);
   const own = possible ? requestGpu(gpu, undefined, lever.feature ? [lever.feature] : []) : null;
   conformance({
