@@ -41,7 +41,7 @@ def test_each_lever_has_a_passing_release_curve_on_its_current_shaders(lever):
         f"{CURVES.name} is a short run ({doc['preset']}, {doc['steps']} steps): {REMEASURE}"
     rows = [r for r in doc["rows"] if lever in r["levers"].split(",")]
     assert any(r["levers"] == lever for r in rows), f"no release curve of {lever} alone: {REMEASURE}"
-    assert any(set(r["levers"].split(",")) == set(SHIPPED) for r in doc["rows"]), f"no release curve of the stack {SHIPPED}: {REMEASURE}"
+    assert any(set(r["levers"].split(",")) >= set(SHIPPED) for r in doc["rows"]), f"no release curve of a stack of {SHIPPED}: {REMEASURE}"
     for row in rows:
         assert row["verdict"] == "pass", f"{row['levers']}: {row['verdict']} ({row.get('why', row)}): {REMEASURE}"
         assert row["shaders"][lever] == wgsl.lever_digest(ROOT, lever), \

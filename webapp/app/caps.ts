@@ -96,6 +96,7 @@ function onThisDevice(id: string, caps: Caps): string {
     return `On this device: ${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}.${errors}`;
   }
   if (lever.status === "planned") return "On this device: not built yet.";
+  if (lever.status === "experimental") return "On this device: off, the app does not use this lever yet.";
   const has = lever.backend === "wasm" ? caps.wasmSimd : lever.feature ? caps.features.includes(lever.feature) : caps.webgpu;
   return has ? "On this device: not checked yet." : `On this device: off, ${lever.backend === "wasm" ? "no WebAssembly SIMD here" : lever.feature && caps.webgpu ? `this GPU adapter has no ${lever.feature}` : "no WebGPU here"}.`;
 }

@@ -46,14 +46,15 @@ export interface GpuLever {
 
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-export const GPU_LEVERS: GpuLever[] = [STORAGE_F16, SUBGROUPS];
+export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
 
 /**
  * Levers built but not shipped (facts.levers status "experimental"): the app never runs them; the
- * benchmarks and the CLI take them when named. shader-f16 passes its kernel parity on lavapipe but
- * fails its gate on the H200 through Dawn (content/docs/kernels.md), so it has no release curve.
+ * benchmarks and the CLI take them when named. On the H200 through Dawn (content/data/): storage-f16
+ * passes its gate and its release curve but trains slower than the plain kernels (unpacking the
+ * halves costs more than their bytes save); shader-f16 fails its gate (its gradients).
  */
-export const EXPERIMENTAL_LEVERS: GpuLever[] = [SHADER_F16];
+export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16];
 
 /** Every lever built, shipped or experimental: what a benchmark may name. */
 export const BUILT_LEVERS = [...GPU_LEVERS, ...EXPERIMENTAL_LEVERS];
