@@ -5,6 +5,9 @@ facts.gate.curve_rel_tolerance of each other at every step. One step's training 
 one batch: two runs whose weights differ by rounding part by more than that from batch to batch
 without either learning worse, which the running mean averages out. The largest per-step gap is
 reported beside it."""
+import json
+import sys
+
 from tinygpt.facts import FACTS
 
 
@@ -26,3 +29,17 @@ def gap(got: list[float], want: list[float]) -> dict:
     worst = max(range(len(smooth)), key=smooth.__getitem__)
     return {"largest relative difference": smooth[worst], "at step": worst + 1, "window": window,
             "largest per-step difference": max(raw), "pass": smooth[worst] <= FACTS["gate"]["curve_rel_tolerance"]}
+
+
+def points(losses: list[float]) -> list[dict]:
+    """A curve for the speedup page: about a hundred points, the last step always among them."""
+    every = max(1, len(losses) // 100)
+    return [{"x": i + 1, "y": round(v, 5)} for i, v in enumerate(losses) if i % every == 0 or i == len(losses) - 1]
+
+
+def finish(doc: dict, out, ok: bool):
+    """Writes the release check's JSON to `out` and exits 1 when a curve strayed."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"wrote {out}")
+    sys.exit(0 if ok else 1)

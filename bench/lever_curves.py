@@ -8,7 +8,7 @@ SHA-256 of its shaders (wgsl.lever_digest), which tests/test_lever_curves.py hol
 to: a lever whose shaders changed since its curve was measured fails CI until this runs again.
 
     python bench/lever_curves.py --dawn-f16-toggle           # on a GPU host: small, 500 steps
-    python bench/lever_curves.py --preset tiny --steps 50 --out /tmp/curves.json   # CI's short version
+    python bench/lever_curves.py --preset tiny --steps 50 --batch-size 2 --no-stack --out /tmp/curves.json   # CI's short version
 
 A lever this adapter lacks (or whose gate fails here) is reported and left out. Exits 1 when a
 curve strays past the tolerance.
@@ -27,7 +27,7 @@ from tinygpt.facts import FACTS  # noqa: E402
 from tinygpt.site_build import wgsl  # noqa: E402
 from tinygpt.site_build.corpora import CORPORA, prepared  # noqa: E402
 from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
-from curve_rule import gap  # noqa: E402
+from curve_rule import finish, gap, points  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "gpu_curves.json"
 CLI = ROOT / "dist-cli" / "train.js"
@@ -61,6 +61,7 @@ def main():
     ap.add_argument("--corpus", type=Path, help="Shakespeare as the app trains on it (default: prepared from the registry)")
     ap.add_argument("--node", default="node")
     ap.add_argument("--dawn-f16-toggle", action="store_true", help="set Dawn's vulkan_enable_f16_on_nvidia (benchmark hosts only)")
+    ap.add_argument("--no-stack", action="store_true", help="each lever alone only (CI's short version, on a slow software GPU)")
     ap.add_argument("--no-bundle", action="store_true", help="use the existing dist-cli/train.js (python build.py cli)")
     ap.add_argument("--out", type=Path, default=OUT)
     args = ap.parse_args()
@@ -79,7 +80,7 @@ def main():
             sys.exit(f"lever_curves: the plain run failed: {plain['error']}")
         runs = {lever: train(args, corpus, tmp, lever) for lever in levers}
         ran = [lever for lever in levers if "losses" in runs[lever]]
-        if len(ran) > 1:
+        if len(ran) > 1 and not args.no_stack:
             runs[",".join(ran)] = train(args, corpus, tmp, ",".join(ran))
     base = plain["losses"]
     rows, series, ok = [], [{"name": "plain f32", "unit": "loss", "points": base}], True
@@ -101,9 +102,8 @@ def main():
                   f"of the {g['window']}-step running means {g['largest relative difference']:.3%} at step {g['at step']} "
                   f"({'within' if g['pass'] else 'OVER'} {tolerance:.0%}; per step at most {g['largest per-step difference']:.3%})")
         rows.append(row)
-    every = max(1, args.steps // 100)
     for s in series:
-        s["points"] = [{"x": i + 1, "y": round(v, 5)} for i, v in enumerate(s["points"]) if i % every == 0 or i == len(s["points"]) - 1]
+        s["points"] = points(s["points"])
     doc = {
         "benchmark": "gpu_curves",
         "title": f"Loss curves of the GPU levers beside the plain f32 kernels ({args.preset}, Shakespeare)",
@@ -113,10 +113,7 @@ def main():
         "preset": args.preset, "steps": args.steps, "batch_size": plain["batch_size"], "tolerance": tolerance,
         "x_label": "step", "series": series, "rows": rows,
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
-    sys.exit(0 if ok else 1)
+    finish(doc, args.out, ok)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path[:0] = [str(ROOT), str(ROOT / "bench")]
-from curve_rule import gap  # noqa: E402
+from curve_rule import finish, gap, points  # noqa: E402
 from machine import cpu_name  # noqa: E402
 from tinygpt.site_build.bundle import compile_cpu_wasm  # noqa: E402
 from tinygpt.site_build.corpora import CORPORA, prepared  # noqa: E402
@@ -56,7 +56,6 @@ def main():
           f"{relaxed[-1]:.4f} (relaxed); largest difference of the {g['window']}-step running means "
           f"{g['largest relative difference']:.3%} at step {g['at step']} ({'within' if ok else 'OVER'} {tolerance:.0%}; "
           f"per step at most {g['largest per-step difference']:.3%})")
-    every = max(1, args.steps // 100)
     doc = {
         "benchmark": "cpu_curve",
         "title": f"Loss curves of the CPU backend's two builds ({args.preset}, Shakespeare)",
@@ -65,17 +64,14 @@ def main():
         "command": "python webapp/levers/relaxed-simd/curve.py " + " ".join(sys.argv[1:]),
         "x_label": "step",
         "series": [{"name": f"{name} SIMD", "unit": "loss",
-                    "points": [{"x": i + 1, "y": round(v, 5)} for i, v in enumerate(losses) if i % every == 0 or i == len(losses) - 1]}
+                    "points": points(losses)}
                    for name, losses in (("plain", plain), ("relaxed", relaxed))],
         "rows": [{"preset": args.preset, "steps": args.steps, "largest relative difference": f"{g['largest relative difference']:.3%}",
                   "at step": g["at step"], f"over {g['window']} steps": "running mean",
                   "largest per-step difference": f"{g['largest per-step difference']:.3%}",
                   "tolerance": f"{tolerance:.0%}", "verdict": "pass" if ok else "fail"}],
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=1) + "\n")
-    print(f"wrote {args.out}")
-    sys.exit(0 if ok else 1)
+    finish(doc, args.out, ok)
 
 
 if __name__ == "__main__":
