@@ -142,6 +142,10 @@ export async function shaderHash(...parts: (BufferSource | string)[]): Promise<s
   return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
 }
 
+// The console in a browser; stderr in Node (the CLI, benchmarks, tests), whose stdout carries a tool's output.
+const stderr = (globalThis as { process?: { stderr?: { write(text: string): unknown } } }).process?.stderr;
+const logLine = (line: string) => (stderr ? stderr.write(`${line}\n`) : console.info(line));
+
 const sameKey = (a: VerdictKey, b: VerdictKey) => a.adapter === b.adapter && a.browser === b.browser && a.shaders === b.shaders;
 
 async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
@@ -177,7 +181,7 @@ export function gate(lever: string, key: VerdictKey, check: () => Promise<Outcom
   let verdict = session.get(k);
   if (!verdict) {
     verdict = reach(lever, key, check);
-    verdict.then((v) => console.info(`numerics gate: ${lever} ${v.pass ? "on" : "off"}${v.cached ? " (remembered)" : ""}: ${v.reason}${Object.keys(v.errors).length ? `; ${describeErrors(v.errors)}` : ""}`));
+    verdict.then((v) => logLine(`numerics gate: ${lever} ${v.pass ? "on" : "off"}${v.cached ? " (remembered)" : ""}: ${v.reason}${Object.keys(v.errors).length ? `; ${describeErrors(v.errors)}` : ""}`));
     session.set(k, verdict);
   }
   return verdict;
