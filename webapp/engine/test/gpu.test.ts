@@ -17,7 +17,7 @@ import { DeviceLostError } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { ModelConfig, TrainConfig } from "../types";
-import { BUILT_LEVERS, offered } from "../../levers/gpu";
+import { GPU_LEVERS, offered } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const context = adapter ? await requestGpu(gpu, adapter) : null;
@@ -36,7 +36,10 @@ conformance({
   },
 });
 
-for (const lever of BUILT_LEVERS) {
+// The shipped levers, held to the f32 numbers like the plain kernels. An experimental one is held
+// to its gate and its own tests only: storage-f16's f16 weights are about 1e-3 off by design, past
+// this suite's f32 tolerances, and shipping such a lever will need tolerances of its own here.
+for (const lever of GPU_LEVERS) {
   const possible = adapter !== null && offered(lever, adapter, gpu.wgslLanguageFeatures);
   const own = possible ? requestGpu(gpu, undefined, lever.feature ? [lever.feature] : []) : null;
   conformance({
