@@ -4,7 +4,7 @@
 // the vec4 module and the scalar one. A table that reads the mirror with an AdamW that does not
 // refresh it is refused outright. The f32 master weights come back bit-exact, and the memory
 // shown before Start (plan.ts) is, to the byte, what such a backend allocates, the mirror
-// included. Its conformance run is webapp/engine/test/gpu.test.ts's (every GPU_LEVERS entry).
+// included. Being experimental, it has no run of the f32 conformance suite (engine/test/gpu.test.ts).
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
