@@ -6,7 +6,7 @@
 // verdict (not built yet) are listed as available, not used.
 import facts from "../../tinygpt/facts.json";
 import type { Caps } from "../worker/protocol";
-import { describeErrors } from "../levers/gate";
+import { type Verdict, describeErrors } from "../levers/gate";
 import { $, el } from "./dom";
 import { explainerFor } from "./explainers";
 
@@ -72,7 +72,7 @@ export function showCaps(caps: Caps): void {
     for (const lever of checked) {
       const v = caps.levers[lever.id];
       const item = el("li", { "data-lever": lever.id, "data-verdict": v.pass ? "pass" : "fail", "data-cached": v.cached ? "yes" : "no" },
-        `${lever.pill}: ${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}`);
+        `${lever.pill}: ${verdictText(v)}`);
       list.append(item);
     }
     const dd = el("dd");
@@ -87,13 +87,16 @@ export function showCaps(caps: Caps): void {
   for (const node of document.querySelectorAll<HTMLElement>("[data-gate]")) node.textContent = onThisDevice(node.dataset.gate!, caps);
 }
 
+/** A verdict in words: on or off, why, and whether it was remembered. */
+const verdictText = (v: Verdict) => `${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}`;
+
 /** A lever's explainer line: its verdict here and the errors its check measured, or why it has none. */
 function onThisDevice(id: string, caps: Caps): string {
   const v = caps.levers[id];
   const lever = facts.levers.find((l) => l.id === id)!;
   if (v) {
     const errors = Object.keys(v.errors).length ? ` Measured against the plain path: ${describeErrors(v.errors)}.` : "";
-    return `On this device: ${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}.${errors}`;
+    return `On this device: ${verdictText(v)}.${errors}`;
   }
   if (lever.status === "planned") return "On this device: not built yet.";
   if (lever.status === "experimental") return "On this device: off, the app does not use this lever yet.";

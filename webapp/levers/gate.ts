@@ -50,9 +50,6 @@ export function gradientError(out: Float32Array, ref: Float32Array): GateErrors 
 /** Whether every error is within its budget (a NaN share fails). */
 export const withinBudget = (errors: GateErrors) => Object.values(errors).every((share) => share < 1);
 
-/** facts.gate's kernel rule, passed or not. */
-export const withinGate = (out: Float32Array, ref: Float32Array) => withinBudget(gateErrors(out, ref));
-
 /** Measured errors by name, each as a share of its budget (1: at the limit). */
 export type GateErrors = Record<string, number>;
 
