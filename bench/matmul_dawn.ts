@@ -11,6 +11,7 @@
 import { create, globals } from "webgpu";
 import { requestGpu } from "../webapp/engine/gpu/device";
 import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
+import { floatToHalf } from "../webapp/engine/f16";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
 import { BUILT_LEVERS, kernelTableAgrees } from "../webapp/levers/gpu";
 
@@ -69,8 +70,8 @@ function series(M: number, N: number, K: number): Series[] {
   });
 }
 
-function storage(data: Float32Array<ArrayBuffer>): GPUBuffer {
-  const buf = device.createBuffer({ size: Math.max(16, data.byteLength), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+function storage(data: Float32Array<ArrayBuffer> | Uint16Array<ArrayBuffer>): GPUBuffer {
+  const buf = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
   device.queue.writeBuffer(buf, 0, data);
   return buf;
 }
@@ -97,7 +98,9 @@ async function readBack(buf: GPUBuffer, bytes: number): Promise<ArrayBuffer> {
 /** One op's dispatch on fresh buffers; a and b are stored as the op's orientation wants ([M,K]/[K,M], [K,N]/[N,K]). */
 async function setUp(pipelines: Pipelines, op: Op, M: number, N: number, K: number, a: Float32Array<ArrayBuffer>, b: Float32Array<ArrayBuffer>, c: Float32Array<ArrayBuffer>) {
   await pipelines.compile(device, [op]);
-  const buffers = [storage(a), storage(b), storage(new Float32Array(N)), storage(c)];
+  // A kernel reading its weights from storage-f16's mirror takes B as packed halves, as the engine binds it.
+  const bHalves = pipelines.kernels[op].weightsFromMirror ? Uint16Array.from(b, floatToHalf) : null;
+  const buffers = [storage(a), bHalves ? storage(bHalves) : storage(b), storage(new Float32Array(N)), storage(c)];
   const recorder = new Recorder(device, pipelines);
   recorder.op(op, { M, N, K, flags: 0 }, { 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3] });
   const [dispatch] = recorder.finish(op);
@@ -165,9 +168,9 @@ async function seconds(pipelines: Pipelines, op: Op, M: number, N: number, K: nu
 }
 
 if (lever) {
-  const reason = await kernelTableAgrees({ context }, lever.kernels, features, lever.shapes);
-  console.error(`gate ${lever.id} (kernelTableAgrees): ${reason ?? "passed"}`);
-  if (reason) {
+  const { failure } = await kernelTableAgrees({ context }, lever.kernels, features, lever.shapes);
+  console.error(`gate ${lever.id} (kernelTableAgrees): ${failure ?? "passed"}`);
+  if (failure) {
     console.error(`FAILED: lever ${lever.id} is refused by its gate; nothing timed`);
     process.exit(1);
   }
