@@ -13,7 +13,7 @@ import { requestGpu } from "../webapp/engine/gpu/device";
 import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
 import { floatToHalf } from "../webapp/engine/f16";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
-import { BUILT_LEVERS, kernelTableAgrees } from "../webapp/levers/gpu";
+import { BUILT_LEVERS, kernelTableAgrees, leverFeatures, leverTable } from "../webapp/levers/gpu";
 
 Object.assign(globalThis, globals);
 
@@ -39,10 +39,16 @@ if (process.argv.includes("--dawn-f16-toggle")) dawnFlags.push("enable-dawn-feat
 // Dawn rounds timestamps unless told not to; a bench wants them exact. The GPU object must stay
 // referenced for the whole run (Dawn is torn down when it is collected), hence the exit at the end.
 const gpu = create(dawnFlags);
-const features = lever?.feature ? [lever.feature] : [];
+const features = lever ? leverFeatures(lever) : [];
 const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
-if (lever?.feature && !adapter?.features.has(lever.feature)) {
-  console.error(`the adapter lacks ${lever.feature}, which lever ${lever.id} needs` + (lever.feature === "shader-f16" ? " (on NVIDIA: --dawn-f16-toggle)" : ""));
+const lacking = features.filter((f) => !adapter?.features.has(f));
+if (lacking.length) {
+  console.error(`the adapter lacks ${lacking.join(", ")}, which lever ${lever!.id} needs` + (lacking.includes("shader-f16") ? " (on NVIDIA: --dawn-f16-toggle)" : ""));
+  process.exit(1);
+}
+const leverKernels = lever ? leverTable(lever, adapter!) : null;
+if (lever && !leverKernels) {
+  console.error(`lever ${lever.id} cannot run on this adapter (${JSON.stringify(adapter!.info)})`);
   process.exit(1);
 }
 const context = await requestGpu(gpu, adapter, features);
@@ -53,8 +59,7 @@ device.addEventListener("uncapturederror", (ev) => {
 });
 const stamps = device.features.has("timestamp-query") && !wallOnly;
 const plain = new Pipelines(F32_KERNELS);
-const leverTable: KernelTable | null = lever ? { ...F32_KERNELS, ...lever.kernels } : null;
-const leverPipelines = leverTable ? new Pipelines(leverTable) : null;
+const leverPipelines = leverKernels ? new Pipelines({ ...F32_KERNELS, ...leverKernels } as KernelTable) : null;
 
 type Series = [string, Op, Pipelines];
 
@@ -65,7 +70,7 @@ type Series = [string, Op, Pipelines];
 function series(M: number, N: number, K: number): Series[] {
   return ORIENTATIONS.flatMap((o): Series[] => {
     const pick = matmulOp(o, M, N, K);
-    const own: Series[] = lever && pick in lever.kernels ? [[`${lever.id} ${o}`, pick, leverPipelines!]] : [];
+    const own: Series[] = leverKernels && pick in leverKernels ? [[`${lever.id} ${o}`, pick, leverPipelines!]] : [];
     return [[`matmul ${o}`, `matmul_${o}`, plain], [`kernel table ${o}`, pick, plain], ...own];
   });
 }
@@ -168,7 +173,7 @@ async function seconds(pipelines: Pipelines, op: Op, M: number, N: number, K: nu
 }
 
 if (lever) {
-  const { failure } = await kernelTableAgrees({ context }, lever.kernels, features, lever.shapes);
+  const { failure } = await kernelTableAgrees({ context }, leverKernels!, features, lever.shapes);
   console.error(`gate ${lever.id} (kernelTableAgrees): ${failure ?? "passed"}`);
   if (failure) {
     console.error(`FAILED: lever ${lever.id} is refused by its gate; nothing timed`);

@@ -1,5 +1,7 @@
 """Shader validation with real compilers, naga through wgpu-py and Tint through Dawn, of the modules
 tinygpt/site_build/wgsl.py composes; each module's struct Params against the engine's table."""
+import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -269,3 +271,43 @@ def test_chromium_only_wgsl_the_adapter_lacks_the_feature_for_fails(tmp_path, mo
     with pytest.raises(BuildError, match="only Tint can check shaders/sg.wgsl .*lacks subgroups") as e:
         run(tmp_path, {"sg.wgsl": source})
     assert e.value.where == "shaders/sg.wgsl:2"
+
+
+def test_a_module_only_other_hardware_compiles_needs_a_record_of_its_very_text(tmp_path, monkeypatch):
+    """Subgroup matrices compile nowhere here: the build takes shaders/validated.json's record of a
+    Tint pass on an adapter that has them, for the composed text it was made from, and no other."""
+    monkeypatch.setattr(shaders, "check_tint", lambda root, files: {n: shaders.Lacks("chromium-experimental-subgroup-matrix") for n in files})
+    source = "enable chromium_experimental_subgroup_matrix;\n" + GOOD
+    with pytest.raises(BuildError, match="no record of this version: run `python -m tinygpt.site_build.shaders --record") as e:
+        run(tmp_path, {"mm.wgsl": source})
+    assert e.value.where == "shaders/mm.wgsl:1"
+    composed = wgsl.compose(tmp_path, "mm").text
+    record = {"sha256": hashlib.sha256(composed.encode()).hexdigest(), "adapter": "nvidia · nvidia-h200", "date": "2026-12-01T19:00:00+00:00"}
+    (tmp_path / shaders.RECORDS).write_text(json.dumps({"records": {"shaders/mm.wgsl": record}}))
+    summary = run(tmp_path, {})
+    assert "1 by Tint on other hardware (shaders/validated.json: shaders/mm.wgsl on nvidia · nvidia-h200, 2026-12-01)" in summary
+    assert "0 by Tint only" in summary
+    with pytest.raises(BuildError, match="its record there is of an earlier version"):
+        run(tmp_path, {"mm.wgsl": source.replace("2.0 * x[id.x]", "3.0 * x[id.x]")})
+
+
+def test_the_record_run_writes_what_tint_passed_and_stops_on_what_it_refused(tmp_path, monkeypatch):
+    (tmp_path / "shaders").mkdir()
+    (tmp_path / "shaders" / "mm.wgsl").write_text("enable chromium_experimental_subgroup_matrix;\n" + GOOD)
+    (tmp_path / "shaders" / "plain.wgsl").write_text(GOOD)
+    seen = {}
+
+    def tint(root, files, f16_toggle=False):
+        seen.update(files=sorted(files), toggle=f16_toggle)
+        return "nvidia · nvidia-h200", {n: None for n in files}
+
+    monkeypatch.setattr(shaders, "tint", tint)
+    assert shaders.record(tmp_path, f16_toggle=True) == ["shaders/mm.wgsl"]
+    assert seen == {"files": ["shaders/mm.wgsl"], "toggle": True}  # only what naga cannot read
+    written = json.loads((tmp_path / shaders.RECORDS).read_text())["records"]["shaders/mm.wgsl"]
+    assert written["sha256"] == hashlib.sha256(wgsl.compose(tmp_path, "mm").text.encode()).hexdigest()
+    assert written["adapter"] == "nvidia · nvidia-h200" and "vulkan_enable_f16_on_nvidia" in written["dawn_toggles"]
+    monkeypatch.setattr(shaders, "tint", lambda root, files, f16_toggle=False: ("x", {n: ("bad thing", "2:3") for n in files}))
+    with pytest.raises(BuildError, match=r"bad thing \(tint\)") as e:
+        shaders.record(tmp_path, f16_toggle=False)
+    assert e.value.where == "shaders/mm.wgsl:1:3"

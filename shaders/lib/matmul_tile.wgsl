@@ -9,9 +9,10 @@
 //   workgroup 256; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
 //   Split K: with S > 1, workgroup z sums its own run of K and stores to c[z·M·N ..], S partial
 //   products that colsum then adds in a fixed order (deterministic, no atomics); c holds
-//   S·M·N elements and flags must be 0.
+//   S·M·N elements and flags must be 0 but for GRAD_A and GRAD_B.
 //
-// Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result).
+// Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result; GRAD_A
+// and GRAD_B mark an operand that is a gradient, which the f32 products need not know).
 // Override BLOCK: the edge of the square block of C a workgroup computes, 128 or 64.
 //
 // Invocation (ty, tx) = (t/16, t%16) computes QUADS x QUADS quads of 4x4 outputs, 64 rows and

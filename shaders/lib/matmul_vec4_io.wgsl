@@ -5,10 +5,7 @@
 // packed halves in levers/storage-f16/matmul_vec4.wgsl.
 
 #include "lib/matmul_tile.wgsl"
-
-@group(0) @binding(1) var<storage, read> a: array<vec4<elem>>;
-@group(0) @binding(3) var<storage, read> bias: array<vec4<elem>>;
-@group(0) @binding(4) var<storage, read_write> c: array<vec4<elem>>;
+#include "lib/matmul_vec4_store.wgsl"
 
 fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Fetched {
   var f = Fetched(vec4<elem>(0.0), vec4<elem>(0.0));
@@ -17,13 +14,4 @@ fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: b
   if (am.x < p.M && am.y < kend) { f.a = a[select(am.x * p.K + am.y, am.y * p.M + am.x, a_trans) / 4u]; }
   if (bn.x < p.N && bn.y < kend) { f.b = b4(select(bn.y * p.N + bn.x, bn.x * p.K + bn.y, b_trans) / 4u); }
   return f;
-}
-
-fn store4(out: u32, m: u32, n: u32, v: vec4<elem>) {
-  if (m >= p.M || n >= p.N) { return; }
-  var o = v;
-  if ((p.flags & BIAS) != 0u) { o += bias[n / 4u]; }
-  let i = (out + m * p.N + n) / 4u;
-  if ((p.flags & ACCUMULATE) != 0u) { o += c[i]; }
-  c[i] = o;
 }

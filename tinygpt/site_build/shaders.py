@@ -92,17 +92,68 @@ class Lacks(str):
     """Tint's result for a module whose `enable` needs a feature Dawn's adapter lacks: that feature."""
 
 
-def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | Lacks | None]:
+def tint(root: Path, files: dict[str, str], f16_toggle: bool = False) -> tuple[str, dict[str, tuple[str, str | None] | Lacks | None]]:
+    """(Dawn's adapter, name -> None if Tint compiles it, Lacks(feature), or (message, "line:col"))."""
     script = Path(__file__).with_name("tint_check.mjs")
     with _quiet_wayland():
-        result = subprocess.run(["node", str(script)], input=json.dumps(files), cwd=root, env=dawn_env(),
-                                capture_output=True, text=True)
+        result = subprocess.run(["node", str(script), *(["--dawn-f16-toggle"] if f16_toggle else [])], input=json.dumps(files),
+                                cwd=root, env=dawn_env(), capture_output=True, text=True)
     if result.returncode == 2:
         raise NoDawnAdapter(result.stderr.strip())
     if result.returncode != 0:
         raise BuildError(f"Tint (Dawn via npm webgpu) failed to run: {result.stderr.strip() or result.stdout.strip()}")
-    return {name: None if r is None else Lacks(r["lacks"]) if "lacks" in r else (r["message"], r["where"])
-            for name, r in json.loads(result.stdout).items()}
+    out = json.loads(result.stdout)
+    return out["adapter"], {name: None if r is None else Lacks(r["lacks"]) if "lacks" in r else (r["message"], r["where"])
+                            for name, r in out["results"].items()}
+
+
+def check_tint(root: Path, files: dict[str, str]) -> dict[str, tuple[str, str | None] | Lacks | None]:
+    return tint(root, files)[1]
+
+
+RECORDS = "shaders/validated.json"
+# What a record is for: Chromium's experimental hardware extensions, which no build machine here has.
+EXPERIMENTAL_HARDWARE = re.compile(r"^\s*enable\s+[^;]*\bchromium_experimental_\w+", re.M)
+RECORD_COMMAND = "python -m tinygpt.site_build.shaders --record [--dawn-f16-toggle]"
+
+
+def read_records(root: Path) -> dict[str, dict]:
+    """Module -> the record of a Tint pass on an adapter that has what it enables (RECORDS)."""
+    path = root / RECORDS
+    return read_json(path, RECORDS)[0]["records"] if path.exists() else {}
+
+
+def record(root: Path, f16_toggle: bool) -> list[str]:
+    """On a machine whose adapter has the features Chromium's experimental extensions need (the H200
+    for subgroup matrices): compile each module that enables one with Tint and write RECORDS for those
+    that pass; a module Tint refuses fails the run, one whose features are missing here keeps its
+    record, if any."""
+    import datetime
+
+    modules = {f"shaders/{n}.wgsl": wgsl.compose(root, n) for n in wgsl.names(root)}
+    sources = {name: m.text for name, m in modules.items() if EXPERIMENTAL_HARDWARE.search(m.text)}
+    adapter, results = tint(root, sources, f16_toggle)
+    refused = {n: r for n, r in results.items() if r is not None and not isinstance(r, Lacks)}
+    if refused:
+        n, (message, at) = next(iter(sorted(refused.items())))
+        raise BuildError(f"{message} (tint)", modules[n].where(*map(int, (at or "1:1").split(":"))))
+    records = read_records(root)
+    date = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    passed = sorted(n for n, r in results.items() if r is None)
+    for n in passed:
+        records[n] = {"sha256": hashlib.sha256(sources[n].encode()).hexdigest(), "adapter": adapter, "date": date,
+                      "dawn_toggles": ["allow_unsafe_apis"] + (["vulkan_enable_f16_on_nvidia"] if f16_toggle else []),
+                      "compiler": "Tint via npm webgpu " + _webgpu_version(root)}
+    doc = ("Chromium-only shader modules that need hardware this build machine lacks (subgroup matrices), each "
+           "compiled by Tint on an adapter that has it: the build accepts a module whose composed text still has "
+           f"this sha256, and fails on one that changed. Written by `{RECORD_COMMAND}`.")
+    (root / RECORDS).write_text(json.dumps({"_doc": doc, "records": dict(sorted(records.items()))}, indent=1) + "\n")
+    return passed
+
+
+def _webgpu_version(root: Path) -> str:
+    package = root / "node_modules" / "webgpu" / "package.json"
+    return json.loads(package.read_text())["version"] if package.exists() else "(version unknown)"
 
 
 def check_params(module: wgsl.Module):
@@ -172,12 +223,18 @@ def run(ctx: Context) -> str:
                                  f"and Dawn found no adapter: {e}", modules[missing[0]].where(line)) from None  # the enable
             tint_ran = False
             ctx.notes.append(f"shaders: Dawn found no adapter, so Tint did not check the shaders ({e})")
-    unchecked = sorted(chromium_only & set(lacking))
+    # Chromium-only modules Tint cannot take here: accepted where RECORDS holds a pass of this very text.
+    records = read_records(ctx.root)
+    recorded = {n for n in chromium_only & set(lacking) if records.get(n, {}).get("sha256") == digest[n]}
+    unchecked = sorted(chromium_only & set(lacking) - recorded)
     if unchecked:
         name = unchecked[0]
         line = sources[name].count("\n", 0, CHROMIUM_ONLY.search(sources[name]).start(1)) + 1
+        stale = " (its record there is of an earlier version)" if name in records else ""
         raise BuildError(f"only Tint can check {', '.join(unchecked)} (Chromium-only WGSL), and Dawn's adapter "
-                         f"lacks {lacking[name]}", modules[name].where(line))
+                         f"lacks {lacking[name]}; {RECORDS} has no record of this version{stale}: run `{RECORD_COMMAND}` "
+                         "on a machine whose adapter has it and commit the file", modules[name].where(line))
+    lacking = {n: f for n, f in lacking.items() if n not in recorded}
     if lacking:
         ctx.notes.append("shaders: Dawn's adapter lacks " + ", ".join(sorted(set(lacking.values()))) +
                          f", so only naga checked {', '.join(sorted(lacking))}")
@@ -199,6 +256,24 @@ def run(ctx: Context) -> str:
     # Cached Tint passes count as Tint's; only the modules Tint refused for want of a feature are naga's alone.
     both = len(sources) - len(chromium_only) - len(lacking) if tint_ran else 0
     summary = (f"{len(sources)} shaders valid: {both} by naga (wgpu) and Tint (Dawn), "
-               f"{len(sources) - len(chromium_only) - both} by naga only, {len(chromium_only)} by Tint only")
+               f"{len(sources) - len(chromium_only) - both} by naga only, {len(chromium_only) - len(recorded)} by Tint only")
+    if recorded:
+        summary += f", {len(recorded)} by Tint on other hardware ({RECORDS}: " + "; ".join(
+            f"{n} on {records[n]['adapter']}, {records[n]['date'][:10]}" for n in sorted(recorded)) + ")"
     fresh = len({n for n, _, _ in results})
     return summary + (f"; {len(sources) - fresh} unchanged since checked" if fresh < len(sources) else "")
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    parser = argparse.ArgumentParser(description=f"Record Tint passes of the Chromium-only shader modules in {RECORDS}.")
+    parser.add_argument("--record", action="store_true", required=True)
+    parser.add_argument("--dawn-f16-toggle", action="store_true", help="Dawn's vulkan_enable_f16_on_nvidia (test hosts only)")
+    args = parser.parse_args()
+    try:
+        written = record(Path(__file__).resolve().parents[2], args.dawn_f16_toggle)
+    except (BuildError, NoDawnAdapter) as e:
+        sys.exit(f"error: {e}")
+    print(f"recorded {len(written)} module(s) in {RECORDS}: {', '.join(written) or 'none'}")

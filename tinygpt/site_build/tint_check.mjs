@@ -1,8 +1,10 @@
 // Compile WGSL with Tint (Dawn through npm `webgpu`), for shaders naga cannot
-// read. stdin: {"shaders/x.wgsl": source, ...}; stdout: {"shaders/x.wgsl":
-// null | {"message", "where": "line:col"} | {"lacks": feature}}: "lacks" where the module enables
-// an extension whose feature this adapter does not offer (SwiftShader has no shader-f16), which
-// Tint would refuse for the adapter, not for the code. Exits non-zero when there is no adapter.
+// read. stdin: {"shaders/x.wgsl": source, ...}; stdout: {"adapter": description, "results":
+// {"shaders/x.wgsl": null | {"message", "where": "line:col"} | {"lacks": feature}}}: "lacks" where
+// the module enables an extension whose feature this adapter does not offer (SwiftShader has no
+// shader-f16), which Tint would refuse for the adapter, not for the code. Exits 2 when there is
+// no adapter. --dawn-f16-toggle: Dawn's vulkan_enable_f16_on_nvidia, without which Dawn hides
+// shader-f16 on NVIDIA (the record run on a test host, shaders.py --record; never the app).
 import { create, globals } from "webgpu";
 
 Object.assign(globalThis, globals);
@@ -10,7 +12,8 @@ let input = "";
 for await (const chunk of process.stdin) input += chunk;
 const files = JSON.parse(input);
 
-const gpu = create(["enable-dawn-features=allow_unsafe_apis"]);
+const toggles = ["allow_unsafe_apis", ...(process.argv.includes("--dawn-f16-toggle") ? ["vulkan_enable_f16_on_nvidia"] : [])];
+const gpu = create([`enable-dawn-features=${toggles.join(",")}`]);
 const adapter = await gpu.requestAdapter();
 if (!adapter) {
   console.error("no WebGPU adapter in Dawn (set VK_ICD_FILENAMES to a Vulkan driver such as SwiftShader's)");
@@ -34,6 +37,7 @@ for (const [name, code] of Object.entries(files)) {
   const error = info.messages.find((m) => m.type === "error");
   results[name] = error ? { message: error.message, where: `${error.lineNum}:${error.linePos}` } : null;
 }
-process.stdout.write(JSON.stringify(results));
+const { vendor, architecture, device: name, description } = adapter.info;
+process.stdout.write(JSON.stringify({ adapter: [vendor, architecture, name, description].filter(Boolean).join(" · "), results }));
 device.destroy();
 process.exit(0);

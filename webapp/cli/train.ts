@@ -21,8 +21,7 @@ import { basename } from "node:path";
 import { parseArgs } from "node:util";
 import { create, globals } from "webgpu";
 import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
-import facts from "../../tinygpt/facts.json";
-import { BUILT_LEVERS, GPU_LEVERS, gpuLevers } from "../levers/gpu";
+import { BUILT_LEVERS, GPU_LEVERS, type GpuLever, gpuLevers, leverFeatures } from "../levers/gpu";
 import { splitCorpus, trainBatch } from "../engine/data";
 
 const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]";
@@ -30,6 +29,9 @@ const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --s
 const WINDOW = 8;
 // Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
 const WARMUP_STEPS = 3;
+
+/** What a lever needs of an adapter, in words. */
+const needs = (lever: GpuLever) => [...leverFeatures(lever), ...(lever.wgslFeatures ?? []), ...(lever.forAdapter ? ["a subgroup-matrix config its kernels are built for"] : [])].join(", ");
 
 function fail(message: string): never {
   console.error(`train: ${message}\n${USAGE}`);
@@ -100,7 +102,7 @@ async function main(): Promise<void> {
   for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
   if (wanted !== "all") {
     const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
-    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${[facts.levers.find((l) => l.id === id)?.feature, ...(BUILT_LEVERS.find((l) => l.id === id)?.wgslFeatures ?? [])].filter(Boolean).join(", ")})`}`).join("; ")}`);
+    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${needs(BUILT_LEVERS.find((l) => l.id === id)!)})`}`).join("; ")}`);
   }
   const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
   const backend = await createBackend("webgpu", p.model, train, { gpu, adapter, kernels: gated.kernels, features: gated.features, levers });

@@ -28,6 +28,7 @@ import { GATE_SHAPES, type GateShape } from "./shapes";
 
 export { GATE_SHAPES, type GateShape };
 import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
+import { COOP_MATRIX } from "./coop-matrix/lever";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
@@ -37,9 +38,13 @@ export interface GpuLever {
   id: string;
   /** The adapter feature its kernels need (facts.levers feature), or null. */
   feature: GPUFeatureName | null;
+  /** Other adapter features its kernels need (coop-matrix's f16 operands and subgroup builtins). */
+  alsoNeeds?: GPUFeatureName[];
   /** The WGSL language features its shaders require (`requires`), which the GPU (navigator.gpu.wgslLanguageFeatures) must offer. */
   wgslFeatures?: string[];
   kernels: Partial<KernelTable>;
+  /** Its table made for an adapter, or null where it cannot run there; without it, `kernels` everywhere. */
+  forAdapter?: (adapter: GPUAdapter) => Partial<KernelTable> | null;
   /** Models whose training step runs every op it replaces, instead of GATE_SHAPES (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
 }
@@ -54,7 +59,7 @@ export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
  * passes its gate and its release curve but trains slower than the plain kernels (unpacking the
  * halves costs more than their bytes save); shader-f16 fails its gate (its gradients).
  */
-export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16];
+export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, COOP_MATRIX];
 
 /** Every lever built, shipped or experimental: what a benchmark may name. */
 export const BUILT_LEVERS = [...GPU_LEVERS, ...EXPERIMENTAL_LEVERS];
@@ -166,9 +171,15 @@ export interface GpuLevers {
   features: GPUFeatureName[];
 }
 
+/** Every adapter feature a lever's kernels need. */
+export const leverFeatures = (lever: GpuLever): GPUFeatureName[] => [...(lever.feature ? [lever.feature] : []), ...(lever.alsoNeeds ?? [])];
+
+/** A lever's table on an adapter (null: it cannot run there). */
+export const leverTable = (lever: GpuLever, adapter: GPUAdapter): Partial<KernelTable> | null => (lever.forAdapter ? lever.forAdapter(adapter) : lever.kernels);
+
 /** Whether an adapter, and the GPU that offers it (its WGSL language features), could run a lever at all. */
 export function offered(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<string>): boolean {
-  return (!lever.feature || adapter.features.has(lever.feature)) && (lever.wgslFeatures ?? []).every((f) => wgsl.has(f));
+  return leverFeatures(lever).every((f) => adapter.features.has(f)) && (lever.wgslFeatures ?? []).every((f) => wgsl.has(f)) && leverTable(lever, adapter) !== null;
 }
 
 /**
@@ -180,14 +191,15 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
     if (!offered(lever, adapter, wgsl)) continue;
-    const features = lever.feature ? [lever.feature] : [];
+    const features = leverFeatures(lever);
+    const kernels = leverTable(lever, adapter)!;
     // The variants and the plain kernels they are held to.
-    const sources = Object.entries(lever.kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
+    const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
     const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
-    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, lever.kernels, features, lever.shapes));
+    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, kernels, features, lever.shapes));
     out.verdicts[lever.id] = verdict;
     if (verdict.pass) {
-      Object.assign(out.kernels, lever.kernels);
+      Object.assign(out.kernels, kernels);
       out.features.push(...features);
     }
   }

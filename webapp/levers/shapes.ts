@@ -15,3 +15,9 @@ export const GATE_SHAPES: GateShape[] = [
   { model: { vocab_size: 256, n_layer: 1, n_embd: 32, n_head: 2, block_size: 9 }, batch: 3 },
   { model: { vocab_size: 256, n_layer: 1, n_embd: 18, n_head: 3, block_size: 7 }, batch: 2 },
 ];
+
+/**
+ * A shape whose grids fill 128 blocks of 128 (8192 rows; fc_in's 256 columns, the head's 256
+ * logits), so that a lever replacing the 128-wide vec4 matmuls, what large models run, has them gated.
+ */
+export const WIDE_SHAPE: GateShape = { model: { vocab_size: 256, n_layer: 1, n_embd: 64, n_head: 2, block_size: 64 }, batch: 128 };

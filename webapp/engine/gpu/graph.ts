@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, type KernelTable, type Op, type Sizes, matmulOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type KernelTable, type Op, type Sizes, matmulOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -203,21 +203,21 @@ export class Graph {
 
   /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
   private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
-    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M });
+    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M }, GRAD_B);
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
-    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: accumulate ? ACCUMULATE : 0 }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
+    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
   }
 
-  /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small. */
-  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK): void {
+  /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A or GRAD_B). */
+  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK, grad: number): void {
     const op = matmulOp("tn", M, N, K);
     const S = this.kSplits(op, M, N, K);
     if (S === 1) {
-      r.op(op, { M, N, K, flags: 0 }, { 1: a, 2: b, 3: a, 4: out });
+      r.op(op, { M, N, K, flags: grad }, { 1: a, 2: b, 3: a, 4: out });
       return;
     }
     const partials = this.partials(S * M * N);
-    r.op(op, { M, N, K, flags: 0, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
+    r.op(op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
     r.op("colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
@@ -298,8 +298,8 @@ export class Graph {
     const BT = B * T;
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
-    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT });
-    this.mm(r, "nn", { M: BT, N: C, K: V, flags: 0 }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
+    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT }, GRAD_A);
+    this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
       const a = this.layers[l];

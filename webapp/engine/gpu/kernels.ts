@@ -26,6 +26,8 @@ export const MAX_HEAD_DIM = facts.wgsl.consts.MAX_HEAD_DIM;
 /** Params.flags bits, as the shaders' prelude declares them. */
 export const BIAS = facts.wgsl.consts.BIAS;
 export const ACCUMULATE = facts.wgsl.consts.ACCUMULATE;
+export const GRAD_A = facts.wgsl.consts.GRAD_A;
+export const GRAD_B = facts.wgsl.consts.GRAD_B;
 
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;

@@ -17,7 +17,7 @@ import { DeviceLostError } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { ModelConfig, TrainConfig } from "../types";
-import { GPU_LEVERS, offered } from "../../levers/gpu";
+import { GPU_LEVERS, leverFeatures, leverTable, offered } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const context = adapter ? await requestGpu(gpu, adapter) : null;
@@ -41,11 +41,11 @@ conformance({
 // this suite's f32 tolerances, and shipping such a lever will need tolerances of its own here.
 for (const lever of GPU_LEVERS) {
   const possible = adapter !== null && offered(lever, adapter, gpu.wgslLanguageFeatures);
-  const own = possible ? requestGpu(gpu, undefined, lever.feature ? [lever.feature] : []) : null;
+  const own = possible ? requestGpu(gpu, undefined, leverFeatures(lever)) : null;
   conformance({
     name: `webgpu + ${lever.id}`,
-    make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: lever.kernels }),
-    skip: noGpu ?? (possible ? false : `the adapter lacks ${lever.feature} or WGSL lacks ${lever.wgslFeatures}`),
+    make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: leverTable(lever, adapter!)! }),
+    skip: noGpu ?? (possible ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
   });
 }
 

@@ -13,7 +13,7 @@ import matmulVec4Halves from "../../../.cache/wgsl/levers/storage-f16/matmul_vec
 import optimizerHalves from "../../../.cache/wgsl/levers/storage-f16/optimizer.wgsl";
 import { F32_KERNELS, type Kernel, type KernelTable, elementwise } from "../../engine/gpu/kernels";
 import type { GpuLever } from "../gpu";
-import { GATE_SHAPES } from "../shapes";
+import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
 
 export const ID = "storage-f16";
 
@@ -39,10 +39,4 @@ export function storageF16Kernels(modules = MODULES): Partial<KernelTable> {
   return table;
 }
 
-/**
- * The gate's shapes (GATE_SHAPES) and one whose grids fill 128 blocks of 128 (8192 rows; fc_in's 256
- * columns, the head's 256 logits), so the 128-wide vec4 tiles, what large models run, are gated too.
- */
-const WIDE = { model: { vocab_size: 256, n_layer: 1, n_embd: 64, n_head: 2, block_size: 64 }, batch: 128 };
-
-export const STORAGE_F16: GpuLever = { id: ID, feature: null, kernels: storageF16Kernels(), shapes: [...GATE_SHAPES, WIDE] };
+export const STORAGE_F16: GpuLever = { id: ID, feature: null, kernels: storageF16Kernels(), shapes: [...GATE_SHAPES, WIDE_SHAPE] };

@@ -1,0 +1,210 @@
+// levers/coop-matrix/matmul_vec4.wgsl: matmul_vec4.wgsl's three products on the GPU's matrix units
+// (Chromium's subgroup matrices, config f16 x f16 -> f32 at 16x16x16), for the coop-matrix lever
+// (webapp/levers/coop-matrix/). The same bindings, params, entry points, split and flags as the
+// plain module; f32 in memory, rounded to f16 as a tile is staged, products summed in f32.
+//
+// A workgroup computes a BLOCK x BLOCK block of C (128, or 64 for grids too small to fill the GPU)
+// with BLOCK / 16 subgroups of SUBGROUP invocations (the adapter's one subgroup size, an override
+// the lever sets), each 32 rows by BLOCK / 2 columns as 2 x (BLOCK / 32) result matrices, over K
+// in steps of BK = 32 (two matrix k-steps); the next step's global loads are issued before this
+// step's products. A and B are staged in workgroup memory as the global layout has them, so each
+// invocation converts 4 consecutive elements and writes whole words (two invocations writing the
+// halves of one word raced on the H200, see lib/matmul_tile.wgsl); a transposed operand is then
+// loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that bias,
+// ACCUMULATE and the bounds apply as the plain store does (lib/matmul_vec4_store.wgsl).
+// Out-of-range elements stage as 0. Workgroup memory: 12 KiB at BLOCK 64, 24 KiB at 128.
+//   workgroup (BLOCK / 16) * SUBGROUP; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
+
+enable f16;
+enable subgroups;
+enable chromium_experimental_subgroup_matrix;
+requires subgroup_id;
+
+#include "lib/split.wgsl"
+
+struct Params {
+  M: u32,
+  N: u32,
+  K: u32,
+  flags: u32,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(2) var<storage, read> b: array<vec4<elem>>;
+
+#include "lib/matmul_vec4_store.wgsl"
+
+override SUBGROUP: u32 = 32u;
+override BLOCK: u32 = 128u; // the edge of the block of C a workgroup computes, 128 or 64
+override SUBGROUPS = BLOCK / 16u; // each computes 32 rows by BLOCK / 2 columns of the block
+override INVOCATIONS = SUBGROUPS * SUBGROUP;
+override VECS = BLOCK * BK / 4u; // vec4s of A (BLOCK x BK) or of B (BK x BLOCK) in one step
+override PER = VECS / INVOCATIONS; // one step's vec4s of each operand an invocation stages: 128 / SUBGROUP
+const BK = 32u;
+const T = 16u; // the config's M, N and K
+
+alias Left = subgroup_matrix_left<f16, T, T>; // <component, columns (K), rows (M)>
+alias Right = subgroup_matrix_right<f16, T, T>; // <component, columns (N), rows (K)>
+alias Result = subgroup_matrix_result<f32, T, T>;
+
+var<workgroup> tile_a: array<f16, BLOCK * BK>; // [m][k], or [k][m] for Aᵀ
+var<workgroup> tile_b: array<f16, BK * BLOCK>; // [k][n], or [n][k] for Bᵀ
+var<workgroup> scratch: array<f32, SUBGROUPS * T * T>; // one result matrix per subgroup on its way out
+
+struct Staged {
+  a: array<vec4<elem>, 8>, // PER of them: 128 / SUBGROUP, at most 8 (the lever takes subgroups of 16 to 128)
+  b: array<vec4<elem>, 8>,
+}
+
+// Where the i-th vec4 of this invocation lies in a [rows][cols] block stored row by row.
+fn slot(t: u32, i: u32, cols: u32) -> vec2<u32> {
+  let v = t + i * INVOCATIONS;
+  return vec2<u32>(v / (cols / 4u), (v % (cols / 4u)) * 4u);
+}
+
+// One step's A and B from global memory, 4 consecutive elements of the global layout a vec4:
+// A as [BLOCK m][BK k] (or [BK k][BLOCK m] for Aᵀ), B as [BK k][BLOCK n] (or [BLOCK n][BK k] for Bᵀ).
+fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Staged {
+  var s: Staged;
+  for (var i = 0u; i < PER; i++) {
+    s.a[i] = vec4<elem>(0.0);
+    s.b[i] = vec4<elem>(0.0);
+    if (a_trans) {
+      let at = slot(t, i, BLOCK);
+      let k = k0 + at.x;
+      let m = m0 + at.y;
+      if (k < kend && m < p.M) { s.a[i] = a[(k * p.M + m) / 4u]; }
+    } else {
+      let at = slot(t, i, BK);
+      let m = m0 + at.x;
+      let k = k0 + at.y;
+      if (m < p.M && k < kend) { s.a[i] = a[(m * p.K + k) / 4u]; }
+    }
+    if (b_trans) {
+      let at = slot(t, i, BK);
+      let n = n0 + at.x;
+      let k = k0 + at.y;
+      if (n < p.N && k < kend) { s.b[i] = b[(n * p.K + k) / 4u]; }
+    } else {
+      let at = slot(t, i, BLOCK);
+      let k = k0 + at.x;
+      let n = n0 + at.y;
+      if (k < kend && n < p.N) { s.b[i] = b[(k * p.N + n) / 4u]; }
+    }
+  }
+  return s;
+}
+
+// The factor an operand is rounded to f16 at: a gradient of the mean loss over the batch's rows
+// (flags GRAD_A, GRAD_B; rows: M, or K for Aᵀ·B) is about 1/rows in size, below f16's smallest
+// normal (6e-5) for a batch of 16384 rows, so it is scaled by the power of two at or above rows
+// first (exactly, with the inverse applied to the f32 result), which leaves it room up to 65504.
+fn scale(grad: u32, a_trans: bool) -> f32 {
+  if ((p.flags & grad) == 0u) { return 1.0; }
+  return exp2(ceil(log2(f32(select(p.M, p.K, a_trans)))));
+}
+
+// The fetched vec4s into the tiles as f16, each invocation writing the 4 halves of its own.
+fn stash(t: u32, s: Staged, sa: f32, sb: f32) {
+  for (var i = 0u; i < PER; i++) {
+    let j = (t + i * INVOCATIONS) * 4u;
+    let x = vec4<f16>(s.a[i] * sa);
+    tile_a[j] = x.x; tile_a[j + 1u] = x.y; tile_a[j + 2u] = x.z; tile_a[j + 3u] = x.w;
+    let y = vec4<f16>(s.b[i] * sb);
+    tile_b[j] = y.x; tile_b[j + 1u] = y.y; tile_b[j + 2u] = y.z; tile_b[j + 3u] = y.w;
+  }
+}
+
+// The left matrix at rows r.. and k-step kk.., the right one at k-step kk.. and columns q...
+fn left(r: u32, kk: u32, a_trans: bool) -> Left {
+  if (a_trans) { return subgroupMatrixLoad<Left, col_major>(&tile_a, kk * BLOCK + r, BLOCK); }
+  return subgroupMatrixLoad<Left, row_major>(&tile_a, r * BK + kk, BK);
+}
+
+fn right(kk: u32, q: u32, b_trans: bool) -> Right {
+  if (b_trans) { return subgroupMatrixLoad<Right, col_major>(&tile_b, q * BK + kk, BK); }
+  return subgroupMatrixLoad<Right, row_major>(&tile_b, kk * BLOCK + q, BLOCK);
+}
+
+// A result matrix of this subgroup out through its scratch: 4 elements of a row per invocation
+// and step, whatever the subgroup size.
+fn emit(out: u32, sg: u32, lane: u32, m: u32, n: u32, r: Result, unscale: f32) {
+  subgroupMatrixStore<row_major>(&scratch, sg * T * T, r, T);
+  workgroupBarrier();
+  for (var e = lane * 4u; e < T * T; e += SUBGROUP * 4u) {
+    let s = sg * T * T + e;
+    store4(out, m + e / T, n + e % T, vec4<elem>(scratch[s], scratch[s + 1u], scratch[s + 2u], scratch[s + 3u]) * unscale);
+  }
+  workgroupBarrier();
+}
+
+fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool, b_trans: bool) {
+  let ks = split_range(wg.z, splits, p.K, BK);
+  let out = wg.z * p.M * p.N;
+  let m0 = wg.y * BLOCK;
+  let n0 = wg.x * BLOCK;
+  let wide = BLOCK > 64u; // four result columns a subgroup, else two
+  let qm = (sg / 2u) * 32u; // this subgroup's 32 rows and BLOCK / 2 columns of the block
+  let qn = (sg % 2u) * (BLOCK / 2u);
+  var c00 = Result(); var c01 = Result(); var c02 = Result(); var c03 = Result();
+  var c10 = Result(); var c11 = Result(); var c12 = Result(); var c13 = Result();
+  let sa = scale(GRAD_A, a_trans);
+  let sb = scale(GRAD_B, a_trans);
+  var next = fetch(t, m0, n0, ks.x, ks.y, a_trans, b_trans);
+  for (var k0 = ks.x; k0 < ks.y; k0 += BK) {
+    stash(t, next, sa, sb);
+    workgroupBarrier();
+    // The next step's loads go out before this step's products.
+    if (k0 + BK < ks.y) { next = fetch(t, m0, n0, k0 + BK, ks.y, a_trans, b_trans); }
+    for (var kk = 0u; kk < BK; kk += T) {
+      let a0 = left(qm, kk, a_trans);
+      let a1 = left(qm + T, kk, a_trans);
+      let b0 = right(kk, qn, b_trans);
+      let b1 = right(kk, qn + T, b_trans);
+      c00 = subgroupMatrixMultiplyAccumulate(a0, b0, c00);
+      c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
+      c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
+      c11 = subgroupMatrixMultiplyAccumulate(a1, b1, c11);
+      if (wide) {
+        let b2 = right(kk, qn + 2u * T, b_trans);
+        let b3 = right(kk, qn + 3u * T, b_trans);
+        c02 = subgroupMatrixMultiplyAccumulate(a0, b2, c02);
+        c03 = subgroupMatrixMultiplyAccumulate(a0, b3, c03);
+        c12 = subgroupMatrixMultiplyAccumulate(a1, b2, c12);
+        c13 = subgroupMatrixMultiplyAccumulate(a1, b3, c13);
+      }
+    }
+    workgroupBarrier();
+  }
+  let m = m0 + qm;
+  let n = n0 + qn;
+  let unscale = 1.0 / (sa * sb);
+  emit(out, sg, lane, m, n, c00, unscale);
+  emit(out, sg, lane, m, n + T, c01, unscale);
+  emit(out, sg, lane, m + T, n, c10, unscale);
+  emit(out, sg, lane, m + T, n + T, c11, unscale);
+  if (wide) {
+    emit(out, sg, lane, m, n + 2u * T, c02, unscale);
+    emit(out, sg, lane, m, n + 3u * T, c03, unscale);
+    emit(out, sg, lane, m + T, n + 2u * T, c12, unscale);
+    emit(out, sg, lane, m + T, n + 3u * T, c13, unscale);
+  }
+}
+
+@compute @workgroup_size(INVOCATIONS)
+fn matmul_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
+             @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+  matmul(wg, nwg.z, t, sg, lane, false, false);
+}
+
+@compute @workgroup_size(INVOCATIONS)
+fn matmul_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
+             @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+  matmul(wg, nwg.z, t, sg, lane, false, true);
+}
+
+@compute @workgroup_size(INVOCATIONS)
+fn matmul_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
+             @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
+  matmul(wg, nwg.z, t, sg, lane, true, false);
+}
