@@ -4,6 +4,7 @@ import "./app.css";
 import { plainWords } from "../worker/errors";
 import type { Caps, Status } from "../worker/protocol";
 import { type BackendKind, showCaps, showPills } from "./caps";
+import { showNudge } from "./nudge";
 import { WorkerClient } from "./client";
 import { confirmDiscard } from "./confirm";
 import { CorpusError, CorpusPicker } from "./corpus";
@@ -172,6 +173,7 @@ client.on("message", (m) => {
 client.on("caps", (m) => {
   caps = m.caps;
   showCaps(m.caps);
+  showNudge(m.caps);
   refreshPills();
   measureSelection();
 });

@@ -51,7 +51,7 @@ export interface GpuLever {
 
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
-export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
+export const GPU_LEVERS: GpuLever[] = [SUBGROUPS, COOP_MATRIX];
 
 /**
  * Levers built but not shipped (facts.levers status "experimental"): the app never runs them; the
@@ -59,7 +59,7 @@ export const GPU_LEVERS: GpuLever[] = [SUBGROUPS];
  * passes its gate and its release curve but trains slower than the plain kernels (unpacking the
  * halves costs more than their bytes save); shader-f16 fails its gate (its gradients).
  */
-export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, COOP_MATRIX];
+export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16];
 
 /** Every lever built, shipped or experimental: what a benchmark may name. */
 export const BUILT_LEVERS = [...GPU_LEVERS, ...EXPERIMENTAL_LEVERS];

@@ -9,15 +9,13 @@ import { BUILT_CONFIGS, chooseConfig, coopTable, type MatrixInfo } from "./lever
 const H200_LIMITS = { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 };
 const info = (name: keyof typeof recorded) => recorded[name] as MatrixInfo;
 
-test("coop-matrix: on the H200 with f16 it takes f16 x f16 -> f32 at 16x16x16, four or eight subgroups of 32", () => {
+test("coop-matrix: on the H200 with f16 it takes f16 x f16 -> f32 at 16x16x16, the 128-block products on eight subgroups of 32", () => {
   assert.deepEqual(chooseConfig(info("nvidia-h200").subgroupMatrixConfigs!), BUILT_CONFIGS[0]);
   const table = coopTable({ info: info("nvidia-h200"), limits: H200_LIMITS })!;
-  assert.deepEqual(Object.keys(table).sort(), ["matmul_vec4_nn", "matmul_vec4_nn_64", "matmul_vec4_nt", "matmul_vec4_nt_64", "matmul_vec4_tn_64"]);
+  assert.deepEqual(Object.keys(table).sort(), ["matmul_vec4_nn", "matmul_vec4_nt"]);
   assert.deepEqual(table.matmul_vec4_nn!.constants, { SUBGROUP: 32, BLOCK: 128 });
-  assert.deepEqual(table.matmul_vec4_tn_64!.constants, { SUBGROUP: 32, BLOCK: 64 });
-  // The grid is the kernel's own block, and split K still cuts along z.
+  assert.equal(table.matmul_vec4_nt!.entry, "matmul_nt");
   assert.deepEqual(table.matmul_vec4_nn!.workgroups({ M: 16384, N: 1536, K: 384 }), [12, 128, 1]);
-  assert.deepEqual(table.matmul_vec4_tn_64!.workgroups({ M: 384, N: 1536, K: 16384, splits: 4 }), [24, 6, 4]);
 });
 
 test("coop-matrix: no table where no built config is reported (the H200 without the f16 toggle: integers only; Apple; Intel)", () => {

@@ -1,13 +1,13 @@
-// The coop-matrix lever (facts.levers "coop-matrix"): the vec4 matmuls (every training product
-// whose shape allows 16-byte loads: the linear layers forward and backward, the tied head, the
-// weight gradients split along K) on the GPU's matrix units, through Chromium's experimental
-// subgroup matrices (shaders/levers/coop-matrix/matmul_vec4.wgsl). Its table depends on the
+// The coop-matrix lever (facts.levers "coop-matrix"): the large vec4 matmuls (the linear layers'
+// forward and input-gradient products and the tied head, where their grids fill the GPU) on its
+// matrix units, through Chromium's experimental subgroup matrices
+// (shaders/levers/coop-matrix/matmul_vec4.wgsl). Its table depends on the
 // adapter: a config the kernels are built for among those it reports (adapter.info
 // subgroupMatrixConfigs), and its one subgroup size, which the kernels' workgroups are made of.
 
 import matmulVec4 from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.wgsl";
 import { F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
-import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
+import { WIDE_SHAPE } from "../shapes";
 import type { GpuLever } from "../gpu";
 
 export const ID = "coop-matrix";
@@ -40,10 +40,13 @@ export function chooseConfig(reported: readonly SubgroupMatrixConfig[]): Subgrou
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
-// The ops it replaces and the block each computes: the plain table's own (matmulOp's choice of
-// block stands). Not matmul_vec4_tn at 128: no preset's weight gradient fills its grid (they run
-// the 64 block, split along K), so no gate shape could exercise it.
-const REPLACED: [Op, number][] = [["matmul_vec4_nn", 128], ["matmul_vec4_nt", 128], ["matmul_vec4_nn_64", 64], ["matmul_vec4_nt_64", 64], ["matmul_vec4_tn_64", 64]];
+// The ops it replaces and the block each computes: the 128-block products (matmulOp's choice of
+// block stands), the large grids, where the matrix units win (on the H200, 41-44 TFLOP/s against
+// 34-35 at Huge's layer shapes). Not the 64-block ones, the grids too small to fill the GPU: the
+// kernel's BLOCK 64 trained Small at 773k tok/s against the f32 kernels' 851k (2026-12-01, with
+// those ops in the table). Not matmul_vec4_tn at 128 either: no preset's weight gradient fills its
+// grid (they run the 64 block, split along K), so no gate shape could exercise it.
+const REPLACED: [Op, number][] = [["matmul_vec4_nn", 128], ["matmul_vec4_nt", 128]];
 const grid = Object.fromEntries([64, 128].map((block) => [block, (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1]]));
 // Workgroup memory at BLOCK 128 (shaders/levers/coop-matrix/matmul_vec4.wgsl): f16 tiles of A and B, f32 scratch.
 const WORKGROUP_BYTES = 2 * (128 * 32 * 2) + 8 * 16 * 16 * 4;
@@ -78,5 +81,6 @@ export const COOP_MATRIX: GpuLever = {
   wgslFeatures: ["subgroup_id"],
   kernels: coopKernels(32),
   forAdapter: (adapter) => coopTable({ info: adapter.info as MatrixInfo, limits: adapter.limits }),
-  shapes: [...GATE_SHAPES, WIDE_SHAPE],
+  // The wide shape alone: the small ones run none of its ops, and the 20-step curve trains on the first.
+  shapes: [WIDE_SHAPE],
 };
