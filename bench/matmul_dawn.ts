@@ -13,7 +13,7 @@ import { requestGpu } from "../webapp/engine/gpu/device";
 import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
 import { floatToHalf } from "../webapp/engine/f16";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
-import { BUILT_LEVERS, kernelTableAgrees, leverFeatures, leverTable } from "../webapp/levers/gpu";
+import { BUILT_LEVERS, kernelTableAgrees, leverFeatures, tableOn } from "../webapp/levers/gpu";
 
 Object.assign(globalThis, globals);
 
@@ -46,9 +46,9 @@ if (lacking.length) {
   console.error(`the adapter lacks ${lacking.join(", ")}, which lever ${lever!.id} needs` + (lacking.includes("shader-f16") ? " (on NVIDIA: --dawn-f16-toggle)" : ""));
   process.exit(1);
 }
-const leverKernels = lever ? leverTable(lever, adapter!) : null;
+const leverKernels = lever ? tableOn(lever, adapter!, gpu.wgslLanguageFeatures) : null;
 if (lever && !leverKernels) {
-  console.error(`lever ${lever.id} cannot run on this adapter (${JSON.stringify(adapter!.info)})`);
+  console.error(`lever ${lever.id} cannot run on this adapter (no table for it, or WGSL lacks ${lever.wgslFeatures ?? "nothing"})`);
   process.exit(1);
 }
 const context = await requestGpu(gpu, adapter, features);

@@ -41,10 +41,14 @@ def open_app(open_page, browser, path: str = "/app/", seed: int | None = None, g
         path = url._replace(query=urllib.parse.urlencode(query, doseq=True, safe=",")).geturl()
     visit = open_page(browser, path, init_script=None if seed is None else SEEDED_RANDOM % seed)
     assert visit.response.status == 200
-    page = visit.page
+    wait_ready(visit.page)
+    return visit
+
+
+def wait_ready(page):
+    """Until the worker is ready and the page has shown what this browser offers (a load or a reload)."""
     expect(page.locator("#worker-status[data-ready=yes]")).to_be_visible(timeout=30_000)
     expect(page.locator("#caps[data-webgpu=yes], #caps[data-webgpu=no]")).to_have_count(1, timeout=30_000)
-    return visit
 
 
 def wait_for(predicate, timeout: float, what: str, page=None):

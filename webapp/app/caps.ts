@@ -101,5 +101,7 @@ function onThisDevice(id: string, caps: Caps): string {
   if (lever.status === "planned") return "On this device: not built yet.";
   if (lever.status === "experimental") return "On this device: off, the app does not use this lever yet.";
   const has = lever.backend === "wasm" ? caps.wasmSimd : lever.feature ? caps.features.includes(lever.feature) : caps.webgpu;
+  // Its feature is here, but the GPU levers were gated without it: something else it needs is not (coop-matrix: shader-f16, a config).
+  if (has && lever.backend === "webgpu" && caps.gpuChecked) return "On this device: off, this GPU adapter lacks something else its kernels need.";
   return has ? "On this device: not checked yet." : `On this device: off, ${lever.backend === "wasm" ? "no WebAssembly SIMD here" : lever.feature && caps.webgpu ? `this GPU adapter has no ${lever.feature}` : "no WebGPU here"}.`;
 }

@@ -11,6 +11,7 @@ import { $ } from "./dom";
 const KEY = "tinygpt.nudge.unsafe-webgpu";
 const FLAG = "chrome://flags#enable-unsafe-webgpu";
 const EXPERIMENTAL = "chromium-experimental-";
+let dismissedHere = false; // where storage is refused, the dismissal still holds for this page
 
 /** Whether this is a Chromium-based browser (the only ones with that flag). */
 export function isChromium(nav: Navigator = navigator): boolean {
@@ -30,9 +31,9 @@ export function nudgeText(caps: Caps, chromium: boolean): string | null {
 
 function dismissed(): boolean {
   try {
-    return localStorage.getItem(KEY) === "dismissed";
+    return dismissedHere || localStorage.getItem(KEY) === "dismissed";
   } catch {
-    return false; // storage refused (a privacy mode): the nudge shows, and its dismissal lasts the page
+    return dismissedHere; // storage refused (a privacy mode)
   }
 }
 
@@ -43,10 +44,11 @@ export function showNudge(caps: Caps): void {
   box.hidden = text === null || dismissed();
   $("#nudge-text", box).textContent = text ?? "";
   $("#nudge-dismiss", box).onclick = () => {
+    dismissedHere = true;
     try {
       localStorage.setItem(KEY, "dismissed");
     } catch {
-      // not remembered: see dismissed()
+      // not remembered past this page
     }
     box.hidden = true;
   };

@@ -31,7 +31,7 @@ const WINDOW = 8;
 const WARMUP_STEPS = 3;
 
 /** What a lever needs of an adapter, in words. */
-const needs = (lever: GpuLever) => [...leverFeatures(lever), ...(lever.wgslFeatures ?? []), ...(lever.forAdapter ? ["a subgroup-matrix config its kernels are built for"] : [])].join(", ");
+const needs = (lever: GpuLever) => [...leverFeatures(lever), ...(lever.wgslFeatures ?? []), ...("forAdapter" in lever ? ["a table for this adapter"] : [])].join(", ");
 
 function fail(message: string): never {
   console.error(`train: ${message}\n${USAGE}`);

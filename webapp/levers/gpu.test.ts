@@ -17,11 +17,11 @@ import { type GpuLever, gpuLevers } from "./gpu";
 // Besides the real variant, unchanged kernels for ops only one gate shape runs each
 // (the aligned shape's vec4 matmul, the unaligned one's scalar matmuls), so passing
 // shows the shapes run both paths.
-const same: GpuLever = {
+const same = {
   id: "same",
   feature: null,
   kernels: { matmul_vec4_nn_64: F32_KERNELS.matmul_vec4_nn, matmul_nn: F32_KERNELS.matmul_nn, matmul_tn: F32_KERNELS.matmul_tn },
-};
+} satisfies GpuLever;
 const transposed: GpuLever = { id: "transposed", feature: null, kernels: { matmul_vec4_nn_64: F32_KERNELS.matmul_vec4_nt_64 } };
 const unexercised: GpuLever = { id: "unexercised", feature: null, kernels: { matmul_vec4_nn: F32_KERNELS.matmul_vec4_nn_64 } };
 const unoffered: GpuLever = { id: "unoffered", feature: "no-such-feature" as GPUFeatureName, kernels: same.kernels };

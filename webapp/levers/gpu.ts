@@ -33,7 +33,7 @@ import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
 
-export interface GpuLever {
+interface LeverBase {
   /** Its facts.levers id. */
   id: string;
   /** The adapter feature its kernels need (facts.levers feature), or null. */
@@ -42,12 +42,12 @@ export interface GpuLever {
   alsoNeeds?: GPUFeatureName[];
   /** The WGSL language features its shaders require (`requires`), which the GPU (navigator.gpu.wgslLanguageFeatures) must offer. */
   wgslFeatures?: string[];
-  kernels: Partial<KernelTable>;
-  /** Its table made for an adapter, or null where it cannot run there; without it, `kernels` everywhere. */
-  forAdapter?: (adapter: GPUAdapter) => Partial<KernelTable> | null;
   /** Models whose training step runs every op it replaces, instead of GATE_SHAPES (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
 }
+
+/** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */
+export type GpuLever = LeverBase & ({ kernels: Partial<KernelTable> } | { forAdapter: (adapter: GPUAdapter) => Partial<KernelTable> | null });
 
 
 // The GPU levers, in facts.levers order; each lives in webapp/levers/<id>/.
@@ -174,12 +174,13 @@ export interface GpuLevers {
 /** Every adapter feature a lever's kernels need. */
 export const leverFeatures = (lever: GpuLever): GPUFeatureName[] => [...(lever.feature ? [lever.feature] : []), ...(lever.alsoNeeds ?? [])];
 
-/** A lever's table on an adapter (null: it cannot run there). */
-export const leverTable = (lever: GpuLever, adapter: GPUAdapter): Partial<KernelTable> | null => (lever.forAdapter ? lever.forAdapter(adapter) : lever.kernels);
-
-/** Whether an adapter, and the GPU that offers it (its WGSL language features), could run a lever at all. */
-export function offered(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<string>): boolean {
-  return leverFeatures(lever).every((f) => adapter.features.has(f)) && (lever.wgslFeatures ?? []).every((f) => wgsl.has(f)) && leverTable(lever, adapter) !== null;
+/**
+ * A lever's table on an adapter, in a browser whose WGSL has the language features `wgsl`, or
+ * null where it cannot run there at all: a feature missing, or no table for this adapter.
+ */
+export function tableOn(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<string>): Partial<KernelTable> | null {
+  if (!leverFeatures(lever).every((f) => adapter.features.has(f)) || !(lever.wgslFeatures ?? []).every((f) => wgsl.has(f))) return null;
+  return "kernels" in lever ? lever.kernels : lever.forAdapter(adapter);
 }
 
 /**
@@ -190,9 +191,9 @@ export function offered(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<
 export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<GpuLevers> {
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
-    if (!offered(lever, adapter, wgsl)) continue;
+    const kernels = tableOn(lever, adapter, wgsl);
+    if (!kernels) continue;
     const features = leverFeatures(lever);
-    const kernels = leverTable(lever, adapter)!;
     // The variants and the plain kernels they are held to.
     const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
     const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };

@@ -22,7 +22,7 @@ export async function requestAdapter(): Promise<{ adapter: GPUAdapter | null; er
 }
 
 /** Everything but the levers' verdicts, which need their backends' kernels (worker/cpu.ts). */
-export async function detectCaps(): Promise<Omit<Caps, "levers">> {
+export async function detectCaps(): Promise<Omit<Caps, "levers" | "gpuChecked">> {
   const { adapter, error } = await requestAdapter();
   const info = adapter?.info;
   return {

@@ -21,6 +21,8 @@ export interface Caps {
   wasmSimd: boolean;
   /** The numerics gate's verdict on each lever of either backend here, by facts.levers id. */
   levers: Record<string, Verdict>;
+  /** Whether the GPU levers were gated (the second post): a GPU lever without a verdict then cannot run here. */
+  gpuChecked: boolean;
   crossOriginIsolated: boolean;
   threads: number; // logical cores the browser reports
 }

@@ -52,8 +52,8 @@ async function handle(msg: ToWorker): Promise<void> {
       // The CPU's check takes milliseconds, the GPU's a step of small models per lever (seconds on a
       // software adapter): the page hears what is known at once, and again with the GPU's verdicts.
       const cpu = caps.wasmSimd ? await cpuVerdicts() : {};
-      post({ type: "caps", caps: { ...caps, levers: cpu } });
-      if (caps.webgpu) post({ type: "caps", caps: { ...caps, levers: { ...(await gpuVerdicts()), ...cpu } } });
+      post({ type: "caps", caps: { ...caps, levers: cpu, gpuChecked: false } });
+      if (caps.webgpu) post({ type: "caps", caps: { ...caps, levers: { ...(await gpuVerdicts()), ...cpu }, gpuChecked: true } });
       const claims = deviceClaims.count;
       return exclusive(async () => {
         const best = await chooseBest(session.backends, () => deviceClaims.count !== claims);

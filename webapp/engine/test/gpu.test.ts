@@ -17,7 +17,7 @@ import { DeviceLostError } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { ModelConfig, TrainConfig } from "../types";
-import { GPU_LEVERS, leverFeatures, leverTable, offered } from "../../levers/gpu";
+import { GPU_LEVERS, leverFeatures, tableOn } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const context = adapter ? await requestGpu(gpu, adapter) : null;
@@ -40,12 +40,12 @@ conformance({
 // to its gate and its own tests only: storage-f16's f16 weights are about 1e-3 off by design, past
 // this suite's f32 tolerances, and shipping such a lever will need tolerances of its own here.
 for (const lever of GPU_LEVERS) {
-  const possible = adapter !== null && offered(lever, adapter, gpu.wgslLanguageFeatures);
-  const own = possible ? requestGpu(gpu, undefined, leverFeatures(lever)) : null;
+  const table = adapter ? tableOn(lever, adapter, gpu.wgslLanguageFeatures) : null;
+  const own = table ? requestGpu(gpu, undefined, leverFeatures(lever)) : null;
   conformance({
     name: `webgpu + ${lever.id}`,
-    make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: leverTable(lever, adapter!)! }),
-    skip: noGpu ?? (possible ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
+    make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: table! }),
+    skip: noGpu ?? (table ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
   });
 }
 

@@ -47,13 +47,13 @@ const ceil = (a: number, b: number) => Math.ceil(a / b);
 // those ops in the table). Not matmul_vec4_tn at 128 either: no preset's weight gradient fills its
 // grid (they run the 64 block, split along K), so no gate shape could exercise it.
 const REPLACED: [Op, number][] = [["matmul_vec4_nn", 128], ["matmul_vec4_nt", 128]];
-const grid = Object.fromEntries([64, 128].map((block) => [block, (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1]]));
+const grid = (block: number) => (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1];
 // Workgroup memory at BLOCK 128 (shaders/levers/coop-matrix/matmul_vec4.wgsl): f16 tiles of A and B, f32 scratch.
 const WORKGROUP_BYTES = 2 * (128 * 32 * 2) + 8 * 16 * 16 * 4;
 
 /** The lever's kernels for workgroups of subgroups of `subgroupSize` invocations. */
 export function coopKernels(subgroupSize: number): Partial<KernelTable> {
-  return Object.fromEntries(REPLACED.map(([op, BLOCK]) => [op, { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK }, workgroups: grid[BLOCK] }]));
+  return Object.fromEntries(REPLACED.map(([op, BLOCK]) => [op, { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK }, workgroups: grid(BLOCK) }]));
 }
 
 /** What the lever reads of an adapter: its info and the two limits its workgroups need. */
@@ -74,13 +74,12 @@ export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable>
   return coopKernels(size);
 }
 
-export const COOP_MATRIX: GpuLever = {
+export const COOP_MATRIX = {
   id: ID,
   feature: "chromium-experimental-subgroup-matrix" as GPUFeatureName,
   alsoNeeds: ["shader-f16", "subgroups"],
   wgslFeatures: ["subgroup_id"],
-  kernels: coopKernels(32),
   forAdapter: (adapter) => coopTable({ info: adapter.info as MatrixInfo, limits: adapter.limits }),
   // The wide shape alone: the small ones run none of its ops, and the 20-step curve trains on the first.
   shapes: [WIDE_SHAPE],
-};
+} satisfies GpuLever;

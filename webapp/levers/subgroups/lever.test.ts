@@ -16,14 +16,14 @@ import type { Kernel } from "../../engine/gpu/kernels";
 import { defaultTrainConfig, paramCount } from "../../engine/model";
 import { Rng } from "../../engine/rng";
 import { configureGates } from "../gate";
-import { GATE_SHAPES, type GpuLever, gpuLevers, kernelTableAgrees, offered } from "../gpu";
+import { GATE_SHAPES, gpuLevers, kernelTableAgrees, tableOn } from "../gpu";
 import { SUBGROUPS } from "./lever";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
-const skip = noGpu ?? (adapter && offered(SUBGROUPS, adapter, gpu.wgslLanguageFeatures) ? false : "the adapter lacks subgroups or WGSL lacks subgroup_id");
+const skip = noGpu ?? (adapter && tableOn(SUBGROUPS, adapter, gpu.wgslLanguageFeatures) ? false : "the adapter lacks subgroups or WGSL lacks subgroup_id");
 
 /** The lever's table with `from` replaced by `to` in the shared reduction (present in every variant). */
-function mutated(from: string, to: string): GpuLever["kernels"] {
+function mutated(from: string, to: string): typeof SUBGROUPS.kernels {
   return Object.fromEntries(Object.entries(SUBGROUPS.kernels).map(([op, k]) => {
     assert.ok(k!.source.includes(from), `${op}'s source has no ${from}`);
     return [op, { ...k, source: k!.source.replace(from, to) } as Kernel];

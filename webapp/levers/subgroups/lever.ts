@@ -17,7 +17,7 @@ import optimizer from "../../../.cache/wgsl/levers/subgroups/optimizer.wgsl";
 // A variant keeps everything of its plain kernel but the source: the same entry, params and dispatch.
 const on = (source: string, ...ops: Op[]) => Object.fromEntries(ops.map((op) => [op, { ...F32_KERNELS[op], source }]));
 
-export const SUBGROUPS: GpuLever = {
+export const SUBGROUPS = {
   id: "subgroups",
   feature: "subgroups",
   wgslFeatures: ["subgroup_id"],
@@ -26,4 +26,4 @@ export const SUBGROUPS: GpuLever = {
     ...on(crossentropy, "crossentropy_forward", "crossentropy_mean"),
     ...on(optimizer, "grad_norm_partial", "grad_norm_final"),
   },
-};
+} satisfies GpuLever;
