@@ -1,12 +1,15 @@
-"""A gallery model loads in the app and samples, and trains further on a
-bundled text from its weights, step and history (skipped, saying so, while the
-gallery is empty)."""
+"""A gallery model loads in the app and samples, greedy sampling repeats the
+numpy reference's bytes on both backends while the window slides, and it trains
+further on a bundled text from its weights, step and history (skipped, saying
+so, while the gallery is empty)."""
 import json
+import re
 
 import pytest
 from playwright.sync_api import expect
 
 from appdriver import LN_VOCAB, loss_table, open_app, sample, wait_for, wait_state
+from tests.oracles import conformance
 from tinygpt import checkpoint
 
 MORE_STEPS = 4
@@ -30,6 +33,26 @@ def test_gallery_model_loads_and_samples(open_page, browser_no_webgpu, dist):
     expect(page.locator("#messages")).to_contain_text(f"Loaded {models[0]['title']}")
     text, updates = sample(page, "The ", temperature=0.8, top_k=40, length=60, timeout=60)
     assert text.startswith("The ") and len(text) > 30 and updates > 5
+    assert visit.problems() == []
+
+
+@pytest.mark.parametrize("backend", ["wasm", "webgpu"])
+def test_greedy_sampling_repeats_the_reference_while_the_window_slides(open_page, browser, browser_no_webgpu, dist, backend):
+    path, prompt, n = conformance.SAMPLE
+    model = next(m for m in gallery_models(dist) if f"gallery/{m['file']}" == path)
+    saved = checkpoint.load(dist / "gallery" / model["file"])
+    want = conformance.greedy_sample(saved.config, saved.params, prompt, n)
+    assert want["min_margin"] > 1e-3, "the reference's choices come close to a tie: choose another prompt"
+    visit = open_app(open_page, browser if backend == "webgpu" else browser_no_webgpu)
+    page = visit.page
+    page.select_option("#backend", backend)
+    page.select_option("#gallery-select", model["id"])
+    page.click("#btn-gallery")
+    wait_state(page, "ready", 60)
+    expect(page.locator("#stat-backend")).to_contain_text("WebGPU" if backend == "webgpu" else "WebAssembly")
+    sample(page, prompt.decode(), temperature=0, top_k=0, length=n, timeout=120)
+    assert page.locator("#sample-out").text_content() == bytes(want["prompt"] + want["tokens"]).decode()
+    expect(page.locator("#sample-tps")).to_contain_text(re.compile(rf"^{n} tokens · [\d.]+k? tok/s · {'WebGPU' if backend == 'webgpu' else 'WebAssembly'}.*, KV cache$"))
     assert visit.problems() == []
 
 

@@ -6,7 +6,9 @@ shapes tests/oracles/conformance.py writes here) on the WebGPU backend, and chec
 lever framework (the GPU gate's mutation proof), checkpoint round trips,
 version 1 files, corrupt-file messages; this file adds the Python side: Node
 reads the Python writer's file and re-saves it, Python reads both back, and
-Python's reference gets the same loss from a file the engine trained and saved."""
+Python's reference gets the same loss from a file the engine trained and saved; and
+the Node CLI trains a file Python reads and samples a gallery model's bytes as the
+reference does."""
 import hashlib
 import json
 import re
@@ -128,3 +130,25 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     assert [p["step"] for p in ckpt.history] == [1, 2] and "val" in ckpt.history[1]
     assert ckpt.dataset == {"name": "sonnet.txt", "bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}
     assert ckpt.provenance["producer"] == "tinygpt-node"
+
+
+def test_cli_samples_a_gallery_model_as_the_reference_does(tmp_path):
+    if NO_DRIVER:
+        pytest.skip(f"the CLI samples on WebGPU: {NO_DRIVER}")
+    sample = node.build_cli(ROOT, tmp_path / "dist-cli")["sample"]
+    path, prompt, _ = conformance.SAMPLE
+    n = 40  # past block_size (64) once
+    ckpt = checkpoint.load(ROOT / path)
+    want = conformance.greedy_sample(ckpt.config, ckpt.params, prompt, n)
+    assert want["min_margin"] > 1e-3
+    def cli(*args):
+        return subprocess.run(["node", str(sample), *args], cwd=tmp_path, env=ENV, capture_output=True, timeout=300)
+
+    bad = cli("--model", str(ROOT / path), "--preset", "tiny")
+    assert bad.returncode == 2 and b"give one of --model and --preset" in bad.stderr, bad.stderr
+    run = cli("--model", str(ROOT / path), "--prompt", prompt.decode(), "--tokens", str(n), "--temperature", "0",
+              "--levers", "none", "--stats", "stats.json")
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout == bytes(want["tokens"]) + b"\n"
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["path"] == "KV cache" and stats["tokens"] == n and stats["levers"] == []

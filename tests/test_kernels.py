@@ -154,6 +154,25 @@ def test_matmul_split_k(rng, shader, entry, block, K, S):
     check("matmul", summed, A.astype(np.float64) @ B)
 
 
+# (N, K): one vec4 (4, 4); under one workgroup's 32 outputs and under one round of K slices (8, 20);
+# ragged past them (36, 100); then every preset's decoding products: C to C, C to 4C, 4C to C, the head.
+MATVEC_SHAPES = [(4, 4), (8, 20), (36, 100)]
+MATVEC_SHAPES += sorted({(n, k) for p in PRESETS for C in [p["n_embd"]]
+                         for n, k in ((C, C), (4 * C, C), (C, 4 * C), (FACTS["vocab_size"], C))})
+
+
+@pytest.mark.parametrize("N,K", MATVEC_SHAPES)
+@pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nt"])
+def test_matvec_is_matmul_for_one_row(rng, entry, N, K):
+    A, B, bias, C0 = randn(rng, 1, K), randn(rng, K, N), randn(rng, N), randn(rng, N)
+    a, b = operands(entry, A, B)
+    product = (A.astype(np.float64) @ B)[0]
+    for flags, ref in ((0, product), (1, product + bias), (3, product + bias + C0)):
+        out = gpu.run("matvec", entry, mm_params(1, N, K, flags), {1: a, 2: b, 3: bias, 4: C0 if flags & 2 else nans(N)},
+                      (-(-N // 32), 1, 1), out=[4])[4]
+        check("matmul", out, ref)
+
+
 @pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
 def test_colsum(rng, M, N):
     A, C0 = randn(rng, M, N), randn(rng, N)
@@ -281,6 +300,37 @@ def test_attention(rng, B, T, C, H):
                   groups, out=[9, 10])
     check("attention", got[9], dk_ref, floor)
     check("attention", got[10], dv_ref)
+
+
+# ---------------------------------------------------------------------------- decode
+
+# (pos, T, C, n_head): the first position, inside one chunk of 128 keys, its last key (127), the
+# first of the next (128) and past it; heads as in ATTN_SHAPES; then every preset's last position.
+DECODE_SHAPES = [(0, 4, 8, 2), (6, 7, 15, 3), (127, 130, 99, 1), (128, 130, 2 * MAX_HEAD_DIM, 2), (200, 256, 160, 2)]
+DECODE_SHAPES += [(p["block_size"] - 1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS]
+
+
+@pytest.mark.parametrize("pos,T,C,H", DECODE_SHAPES)
+def test_attention_decode_is_the_last_row_of_causal_attention(rng, pos, T, C, H):
+    q, k, v = (randn(rng, 1, pos + 1, C) for _ in range(3))
+    y_ref, _ = model.attention_forward(*f64(q, k, v), H)
+    cache_k, cache_v = nans(T, C), nans(T, C)  # rows past pos are never read
+    cache_k[:pos], cache_v[:pos] = k[0, :pos], v[0, :pos]
+    at = np.array([pos, 0], np.uint32)
+    got = gpu.run("decode", "attention_decode", dict(C=C, n_head=H),
+                  {1: q[0, pos], 2: k[0, pos], 3: v[0, pos], 4: cache_k, 5: cache_v, 6: nans(C), 7: at}, (H, 1, 1), out=[4, 5, 6])
+    check("decode", got[6], y_ref[0, pos])
+    for name, cache, x in (("keys", got[4], k), ("values", got[5], v)):
+        assert (cache.reshape(T, C)[: pos + 1] == x[0]).all(), f"the cache's {name} must gain row {pos} and keep the others"
+
+
+def test_embedding_decode_takes_its_token_and_position_from_the_buffer(rng):
+    V, T, C = FACTS["vocab_size"], 9, 70
+    wte, wpe = randn(rng, V, C), randn(rng, T, C)
+    for pos, token in ((0, 3), (8, 255)):
+        got = gpu.run("decode", "embedding_decode", dict(C=C, n_head=1),
+                      {6: nans(C), 7: np.array([pos, token], np.uint32), 8: wte, 9: wpe}, (-(-C // 128), 1, 1), out=[6])[6]
+        check("decode", got, f64(wte)[0][token] + f64(wpe)[0][pos])
 
 
 # ---------------------------------------------------------------------------- embedding

@@ -10,7 +10,7 @@ import pytest
 from tinygpt import model, train
 
 torch = pytest.importorskip("torch", reason="PyTorch not importable: parity with its autograd not checked here")
-from tests.oracles.torch_model import adamw, torch_loss  # noqa: E402
+from tests.oracles.torch_model import adamw, torch_logits_cached, torch_loss  # noqa: E402
 
 CONFIG = model.GPTConfig(vocab_size=256, n_layer=2, n_embd=32, n_head=4, block_size=16)
 
@@ -43,6 +43,17 @@ def test_logits_loss_and_every_gradient_match_torch():
     scale = max(np.abs(P[name].grad.numpy()).max() for name in params)
     for name in params:
         close(grads[name], P[name].grad.numpy(), name, scale)
+
+
+def test_torch_kv_cache_gives_every_position_the_references_logits():
+    """bench_sample.py's PyTorch baseline decodes with this cache: it must be the same model."""
+    params, idx, _ = setup()
+    logits, _, _ = model.forward(CONFIG, params, idx[:1])
+    P = {k: torch.tensor(v) for k, v in params.items()}
+    cache = []
+    got = [torch_logits_cached(CONFIG, P, torch.tensor(idx[:1, :5]), cache)[0]]
+    got += [torch_logits_cached(CONFIG, P, torch.tensor(idx[:1, t:t + 1]), cache)[0] for t in range(5, CONFIG.block_size)]
+    close(torch.cat(got).numpy(), logits[0], "cached logits")
 
 
 def test_clipping_and_adamw_match_torch_given_the_same_gradients():

@@ -352,12 +352,21 @@ def backward(config: GPTConfig, params: dict, acts: dict) -> dict[str, np.ndarra
 # Sampling.
 
 def next_logits(config: GPTConfig, params: dict, tokens) -> np.ndarray:
-    """Logits for the token after `tokens`, seeing at most the last block_size of them."""
-    context = np.asarray(tokens, dtype=np.int64)[-config.block_size:]
-    if context.size == 0:
-        raise ValueError("sampling needs at least one prompt token")
+    """Logits for the token after `tokens` (1 to block_size of them)."""
+    context = np.asarray(tokens, dtype=np.int64)
+    if not 0 < context.size <= config.block_size:
+        raise ValueError(f"next_logits takes 1 to {config.block_size} tokens, got {context.size}")
     logits, _, _ = forward(config, params, context[None, :])
     return logits[0, -1]
+
+
+def window_start(start: int, length: int, block_size: int) -> int:
+    """Where the sampling window of a `length`-token text begins, given where it began before
+    (facts.json sampling): unchanged while it holds at most block_size tokens, else the last
+    floor(block_size * slide_keep), which a KV cache prefills again."""
+    if length - start <= block_size:
+        return start
+    return length - max(1, int(block_size * FACTS["sampling"]["slide_keep"]))
 
 
 def pick_token(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
@@ -383,9 +392,12 @@ def generate(config: GPTConfig, params: dict, prompt, max_new_tokens: int,
     """The prompt's continuation, max_new_tokens token ids long."""
     rng = np.random.default_rng(seed)
     tokens = [int(t) for t in prompt]
-    out = []
+    if not tokens:
+        raise ValueError("sampling needs at least one prompt token")
+    start, out = max(0, len(tokens) - config.block_size), []
     for _ in range(max_new_tokens):
-        token = pick_token(next_logits(config, params, tokens), temperature, top_k, rng)
+        start = window_start(start, len(tokens), config.block_size)
+        token = pick_token(next_logits(config, params, tokens[start:]), temperature, top_k, rng)
         tokens.append(token)
         out.append(token)
     return out

@@ -15,13 +15,17 @@ tests/test_cpu_node.py) into one folder, one JSON file each:
 Each holds config, train (types.ts names), init_params (flat float32), steps
 [{x, y, lr, loss}] (constant lr, uniformly random tokens), prompt and logits
 (next_logits of the trained model) and l2 (each trained tensor's L2 norm).
+
+And sample.json: the greedy continuation of a prompt by a gallery model (SAMPLE), long enough
+for the sampling window to slide three times (facts.json sampling): {model (its path in the
+repository), prompt, max_new_tokens, tokens, min_margin (greedy_sample)}.
 """
 import json
 from pathlib import Path
 
 import numpy as np
 
-from tinygpt import model
+from tinygpt import checkpoint, model
 from tinygpt.train import Trainer, TrainConfig
 
 CASES = {
@@ -33,6 +37,23 @@ CASES = {
               TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11), 2, 12),
 }
 PROMPT = [72, 105, 33, 10, 84]
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE = ("gallery/shakespeare-tiny.tinygpt", b"ROMEO:\nWhat light through yonder window breaks?", 100)
+
+
+def greedy_sample(config: model.GPTConfig, params: dict, prompt: bytes, n: int) -> dict:
+    """model.generate at temperature 0, with the smallest gap between the best and second-best
+    logit over its choices: ties would make greedy decoding implementation-defined, and the gap
+    says how close the nearest one is."""
+    tokens, margins, start = list(prompt), [], 0
+    for _ in range(n):
+        start = model.window_start(start, len(tokens), config.block_size)
+        logits = model.next_logits(config, params, tokens[start:]).astype(np.float64)
+        top2 = np.sort(logits)[-2:]
+        margins.append(top2[1] - top2[0])
+        tokens.append(int(np.argmax(logits)))
+    assert tokens[len(prompt):] == model.generate(config, params, prompt, n, temperature=0)
+    return {"prompt": list(prompt), "max_new_tokens": n, "tokens": tokens[len(prompt):], "min_margin": float(min(margins))}
 
 
 def reference_run(config: model.GPTConfig, train: TrainConfig, steps: int, data_seed: int) -> tuple[dict, Trainer]:
@@ -60,3 +81,6 @@ def write(folder: Path) -> None:
         doc["logits"] = model.next_logits(config, trainer.params, PROMPT).tolist()
         doc["l2"] = {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}
         (folder / f"{name}.json").write_text(json.dumps(doc))
+    path, prompt, n = SAMPLE
+    ck = checkpoint.load(ROOT / path)
+    (folder / "sample.json").write_text(json.dumps({"model": path, **greedy_sample(ck.config, ck.params, prompt, n)}))

@@ -26,7 +26,7 @@ here, and float32 engines should stay within ~1e-4 over the 20 steps.
   clipping) of the step-0 loss for a few tensors, and how far the float64
   gradient is from the float32 one.
 - logits_step0: the initial model's logits (vocab_size floats) at the last
-  position of the first sequence of steps[0].x (what nextLogits returns).
+  position of the first sequence of steps[0].x (what prefill returns).
 - final: after the 20 updates, {params: {name: {sum, l2, head}}} (sum and L2
   norm in float64 of the float32 tensor, head = its first 4 values),
   noise_tensors (the attention key biases: their true gradient is exactly 0,
@@ -49,6 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
+from tests.oracles import conformance
 from tinygpt import model
 from tinygpt.train import Trainer, TrainConfig, lr_at
 
@@ -84,14 +85,7 @@ def batches() -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def greedy(params: dict) -> dict:
-    tokens, margins = list(PROMPT), []
-    for _ in range(SAMPLE_TOKENS):
-        logits = model.next_logits(CONFIG, params, tokens).astype(np.float64)
-        top2 = np.sort(logits)[-2:]
-        margins.append(top2[1] - top2[0])
-        tokens.append(int(np.argmax(logits)))
-    return {"prompt": list(PROMPT), "max_new_tokens": SAMPLE_TOKENS, "tokens": tokens[len(PROMPT):],
-            "min_margin": float(min(margins))}
+    return conformance.greedy_sample(CONFIG, params, PROMPT, SAMPLE_TOKENS)
 
 
 def generate() -> dict:

@@ -13,9 +13,9 @@ from pathlib import Path
 
 from . import wgsl
 
-# The Node tools, dist-cli/<name>.js: the engine's trainer and file reader, and the Dawn side of
+# The Node tools, dist-cli/<name>.js: the engine's trainer, sampler and file reader, and the Dawn side of
 # bench/bench_matmul.py (dist-cli/ is what a machine without node_modules is given to run them).
-CLI = {"train": "webapp/cli/train.ts", "inspect": "webapp/cli/inspect.ts", "matmul_dawn": "bench/matmul_dawn.ts"}
+CLI = {"train": "webapp/cli/train.ts", "sample": "webapp/cli/sample.ts", "inspect": "webapp/cli/inspect.ts", "matmul_dawn": "bench/matmul_dawn.ts"}
 RELAXED_SIMD_FLAG = "--experimental-wasm-relaxed-simd"  # Node 20 has relaxed SIMD behind it
 # SwiftShader's Vulkan driver, where the chromium package (Debian) or Playwright (elsewhere) put it.
 SWIFTSHADER_ICD = "vk_swiftshader_icd.json"

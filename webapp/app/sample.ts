@@ -3,6 +3,7 @@
 import type { WorkerClient } from "./client";
 import { $ } from "./dom";
 import * as fmt from "./format";
+import { backendName } from "./progress";
 
 function numberField(id: string, label: string, min: number, max: number, integer: boolean): number {
   const v = Number($<HTMLInputElement>(`#${id}`).value);
@@ -29,7 +30,9 @@ export class SampleView {
     client.on("sampleDone", (m) => {
       this.append(this.decoder.decode());
       this.out.dataset.done = "yes";
-      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s`;
+      // Which path wrote them: the backend and its fast paths (the pills' ids), through the KV cache.
+      const paths = m.paths.length ? ` +${m.paths.join(" +")}` : "";
+      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache`;
     });
   }
 

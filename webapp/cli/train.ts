@@ -8,42 +8,25 @@
 // --f16 (weights stored as f16, as gallery files are),
 // --stats path.json (timings, every step's loss, the levers' verdicts: for the
 // benchmarks), --profile (after saving, time one more step dispatch by dispatch
-// and list the ops by time), --quiet.
-// GPU levers, as the app runs them: each shipped one is gated on this adapter and
-// runs if it passes. --levers none trains on the plain f32 kernels; --levers a,b
-// gates only those (an experimental one too), and stops if one does not pass (a figure for a lever that did not run is
-// no figure). --dawn-f16-toggle sets Dawn's vulkan_enable_f16_on_nvidia adapter
-// toggle, for our benchmark hosts: Dawn hides shader-f16 on NVIDIA without it
-// (a browser decides that itself; the app never sets a toggle).
+// and list the ops by time), --quiet; --levers and --dawn-f16-toggle as
+// webapp/cli/gpu.ts says.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { create, globals } from "webgpu";
 import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
-import { BUILT_LEVERS, GPU_LEVERS, type GpuLever, gpuLevers, leverFeatures } from "../levers/gpu";
 import { splitCorpus, trainBatch } from "../engine/data";
+import { type Command, command } from "./command";
+import { dawnGpu } from "./gpu";
 
-const USAGE = "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]";
+const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
+// Annotated, so that the compiler knows a call to it does not return.
+const fail: (message: string) => never = CLI.fail;
+const { number: int, run } = CLI;
 // Steps issued ahead of the one being read back; the backend bounds GPU work in flight itself.
 const WINDOW = 8;
 // Steps before timing starts: pipeline warm-up and first-use costs are not throughput.
 const WARMUP_STEPS = 3;
-
-/** What a lever needs of an adapter, in words. */
-const needs = (lever: GpuLever) => [...leverFeatures(lever), ...(lever.wgslFeatures ?? []), ...("forAdapter" in lever ? ["a table for this adapter"] : [])].join(", ");
-
-function fail(message: string): never {
-  console.error(`train: ${message}\n${USAGE}`);
-  process.exit(2);
-}
-
-function int(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 0) fail(`--${name} must be a non-negative integer, got ${JSON.stringify(value)}`);
-  return n;
-}
 
 async function main(): Promise<void> {
   let args;
@@ -89,23 +72,8 @@ async function main(): Promise<void> {
     fail(`cannot read the corpus: ${(e as Error).message}`);
   }
 
-  const wanted = args.levers ?? "all";
-  const known = BUILT_LEVERS.map((l) => l.id);
-  const chosen = wanted === "all" ? GPU_LEVERS.map((l) => l.id) : wanted === "none" ? [] : wanted.split(",");
-  for (const id of chosen) if (!known.includes(id)) fail(`--levers: no GPU lever ${JSON.stringify(id)} (there are: ${known.join(", ") || "none"})`);
-
-  Object.assign(globalThis, globals);
-  const gpu = create(args["dawn-f16-toggle"] ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
-  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
-  if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
-  const gated = await gpuLevers({ gpu }, adapter, BUILT_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);
-  for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
-  if (wanted !== "all") {
-    const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
-    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${needs(BUILT_LEVERS.find((l) => l.id === id)!)})`}`).join("; ")}`);
-  }
-  const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
-  const backend = await createBackend("webgpu", p.model, train, { gpu, adapter, kernels: gated.kernels, features: gated.features, levers });
+  const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
+  const backend = await createBackend("webgpu", p.model, train, gpu.options);
   const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
@@ -159,16 +127,10 @@ async function main(): Promise<void> {
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gated.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();
 }
 
-main().then(
-  () => process.exit(0),
-  (e) => {
-    console.error(`train: ${(e as Error).message}`);
-    process.exit(1);
-  },
-);
+run(main);

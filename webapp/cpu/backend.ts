@@ -11,6 +11,13 @@
 // layer that is twice forward (around attention) and twice backward (around
 // attention, and once the weight gradients need every row), so a Small step
 // waits at about 20 barriers, not one per kernel call.
+//
+// Sampling's KV cache is the first sequence's activations: prefill leaves every
+// layer's keys and values in its rows, and decode runs one more row through the
+// same kernels, except attention: its one query reads the cached rows
+// (attention_decode). Jobs of one row give the helper threads nothing, so they
+// stay asleep (threads.ts). trainStep and loss reuse the activations, so they
+// forget the cache, as setState does.
 
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
@@ -41,8 +48,8 @@ export interface CpuBackendOptions {
   /** Upper bound on activation memory per micro-batch, in bytes. */
   activationBudget?: number;
   /**
-   * A shared flag (engine/interrupt.ts): while it is set, trainStep, loss and
-   * nextLogits stop at the next barrier and reject with Interrupted, before
+   * A shared flag (engine/interrupt.ts): while it is set, trainStep, loss,
+   * prefill and decode stop at the next barrier and reject with Interrupted, before
    * anything they change (a step's optimizer update runs whole or not at all).
    */
   interrupt?: Int32Array;
@@ -223,6 +230,10 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   let step = 0;
   let acts: Acts | null = null;
   let transposed = false; // paramsT matches params
+  // Tokens the KV cache holds: their keys and values are rows [0, cached) of the first
+  // sequence's l.k and l.v, where prefill and decode left them. 0 when there are none: trainStep
+  // and loss reuse those activations, and setState changes the parameters they came from.
+  let cached = 0;
 
   const actsFor = (seqs: number): Acts => {
     if (!acts || acts.seqs < seqs) {
@@ -258,11 +269,14 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     transposed = true;
   };
 
-  /** The kernels of one micro-batch of `rows` rows in sequences of T. */
-  const passes = (a: Acts, rows: number, T: number) => {
+  /**
+   * The kernels of one micro-batch of `rows` rows in sequences of T. With `lo` > 0 (one
+   * sequence) rows [0, lo) are the KV cache and the forward runs rows [lo, rows): a decode, one.
+   */
+  const passes = (a: Acts, rows: number, T: number, lo = 0) => {
     const items = (rows / T) * H;
     /** A row-wise call: every one of these gives each thread the same rows. */
-    const rowwise = (kernel: KernelName, args: number[]) => call(kernel, args, 0, rows);
+    const rowwise = (kernel: KernelName, args: number[]) => call(kernel, args, lo, rows);
     /** out[rows, M] = c + inp[rows, K] @ w[K, M] + b */
     const linear = (out: number, inp: number, w: number, b: number, c: number, K: number, M: number) =>
       rowwise("matmul", [out, inp, w, b, c, K, 1, K, M]);
@@ -291,7 +305,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         linear(l.k, l.ln1, w("attn.k_proj.weight"), w("attn.k_proj.bias"), 0, C, C);
         linear(l.v, l.ln1, w("attn.v_proj.weight"), w("attn.v_proj.bias"), 0, C, C);
         sync();
-        call("attention_forward", [l.y, l.att, a.attScratch, l.q, l.k, l.v, T, C, H, scale], 0, items, 1);
+        if (lo) rowwise("attention_decode", [l.y, l.att, l.q, l.k, l.v, T, C, H, scale]);
+        else call("attention_forward", [l.y, l.att, a.attScratch, l.q, l.k, l.v, T, C, H, scale], 0, items, 1);
         sync();
         const out = i + 1 < model.n_layer ? a.layers[i + 1].res : a.res;
         linear(l.mid, l.y, w("attn.o_proj.weight"), w("attn.o_proj.bias"), l.res, C, C);
@@ -300,7 +315,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         rowwise("gelu_forward", [l.g, l.h, F]);
         linear(out, l.g, w("mlp.fc_out.weight"), w("mlp.fc_out.bias"), l.mid, F, C);
       }
-      if (headLo > 0) sync(); // the head's rows are cut differently from the blocks' rows
+      if (headLo > lo) sync(); // the head's rows are cut differently from the blocks' rows
       call("layernorm_forward", [a.lnf, a.lnfMean, a.lnfRstd, a.res, p("ln_final.weight"), p("ln_final.bias"), C, eps], headLo, rows);
       call("matmul", [a.logits, a.lnf, pT("token_embedding.weight"), 0, 0, C, 1, C, V], headLo, rows);
     };
@@ -382,6 +397,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   /** Sum of per-position losses over the batch, optionally adding gradients of their mean. */
   const batchLoss = (x: Int32Array, y: Int32Array, seqs: number, withGrads: boolean): number => {
     const T = model.block_size;
+    cached = 0;
     const a = actsFor(Math.min(seqs, maxSeqs));
     const gradScale = withGrads ? 1 / (seqs * T) : 0;
     if (withGrads) call("zero", [grads], 0, P, 16);
@@ -422,6 +438,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       if (s.v) f32.set(s.v, mom2 / 4); else f32.fill(0, mom2 / 4, mom2 / 4 + P);
       step = s.step;
       transposed = false;
+      cached = 0;
     },
 
     async getState() {
@@ -451,18 +468,33 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       return batchLoss(x, y, seqs, false) / x.length;
     },
 
-    async nextLogits(tokens: Int32Array) {
-      if (tokens.length === 0) throw new Error("cpu backend nextLogits: needs at least one token");
-      const ctx = tokens.subarray(Math.max(0, tokens.length - model.block_size));
-      for (let i = 0; i < ctx.length; i++) {
-        if (!(ctx[i] >= 0 && ctx[i] < V)) throw new Error(`cpu backend nextLogits: token ${ctx[i]} is outside [0, ${V})`);
+    async prefill(tokens: Int32Array) {
+      const T = tokens.length;
+      if (!(T >= 1 && T <= model.block_size)) throw new Error(`cpu backend prefill: takes 1 to ${model.block_size} tokens, got ${T}`);
+      for (let i = 0; i < T; i++) {
+        if (!(tokens[i] >= 0 && tokens[i] < V)) throw new Error(`cpu backend prefill: token ${tokens[i]} is outside [0, ${V})`);
       }
+      cached = 0;
       const a = actsFor(1);
-      const T = ctx.length;
-      loadTokens(a, ctx, null, 0, T);
+      loadTokens(a, tokens, null, 0, T);
       passes(a, T, T).forward(T - 1);
       sync();
+      cached = T;
       return f32.slice(a.logits / 4 + (T - 1) * V, a.logits / 4 + T * V);
+    },
+
+    async decode(token: number) {
+      const t = cached;
+      if (!(Number.isInteger(token) && token >= 0 && token < V)) throw new Error(`cpu backend decode: token ${token} is not an integer in [0, ${V})`);
+      if (t === 0) throw new Error("cpu backend decode: nothing is cached (no prefill since the last trainStep, loss or setState): prefill first");
+      if (t === model.block_size) throw new Error(`cpu backend decode: the cache is full (block_size ${t} tokens): prefill again`);
+      const a = actsFor(1);
+      i32[a.tokens / 4 + t] = token;
+      passes(a, t + 1, t + 1, t).forward(t);
+      sync();
+      // Counted only now: an abandoned decode wrote nothing but row t, which the cache does not hold yet.
+      cached = t + 1;
+      return f32.slice(a.logits / 4 + t * V, a.logits / 4 + (t + 1) * V);
     },
 
     dispose() {

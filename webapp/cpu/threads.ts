@@ -12,14 +12,16 @@
 // The calling thread writes the job into a control block inside the shared
 // memory, bumps a generation counter and wakes the helpers with
 // Atomics.notify; it runs its own share, then waits until every helper has
-// counted itself done. Helpers are Workers running the app's worker script:
-// the worker hands each message to handleCpuThreadMessage first, which
-// instantiates the module on the shared memory and then blocks in the job loop
-// for the rest of the worker's life (the backend terminates it).
+// counted itself done. A job whose every call fits in the calling thread's
+// share (one row: a decode) runs there alone and the helpers sleep on: waking
+// them for nothing costs more than the job. Helpers are Workers running the
+// app's worker script: the worker hands each message to handleCpuThreadMessage
+// first, which instantiates the module on the shared memory and then blocks in
+// the job loop for the rest of the worker's life (the backend terminates it).
 
 export const KERNELS = [
   "matmul", "transpose", "colsum", "zero", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
-  "layernorm_param_grads", "attention_forward", "attention_backward", "gelu_forward", "gelu_backward",
+  "layernorm_param_grads", "attention_forward", "attention_decode", "attention_backward", "gelu_forward", "gelu_backward",
   "crossentropy", "sumsq", "adamw",
 ] as const;
 export type KernelName = (typeof KERNELS)[number];
@@ -125,6 +127,14 @@ export async function threadPool(kernels: Kernels, module: WebAssembly.Module, m
     threads: n,
     run(calls) {
       if (calls.length > MAX_CALLS) throw new Error(`cpu backend: a job of ${calls.length} calls, at most ${MAX_CALLS}`);
+      const own = () => {
+        for (const c of calls) {
+          const [lo, hi] = share(c.lo, c.hi, c.align, n, 0);
+          if (hi > lo) kernels[c.kernel](...c.args, lo, hi);
+        }
+      };
+      // Shares go out in thread order: a helper has work only where thread 1's share is not empty.
+      if (!calls.some((c) => share(c.lo, c.hi, c.align, n, 1)[0] < c.hi)) return own();
       calls.forEach((c, i) => {
         const v = views[i];
         v.head[0] = KERNELS.indexOf(c.kernel);
@@ -138,10 +148,7 @@ export async function threadPool(kernels: Kernels, module: WebAssembly.Module, m
       Atomics.store(ctl, DONE, 0);
       Atomics.add(ctl, GEN, 1);
       Atomics.notify(ctl, GEN);
-      for (const c of calls) {
-        const [lo, hi] = share(c.lo, c.hi, c.align, n, 0);
-        if (hi > lo) kernels[c.kernel](...c.args, lo, hi);
-      }
+      own();
       waitWhile(ctl, DONE, (done) => done !== n - 1, spinMs);
     },
     dispose() {

@@ -6,7 +6,7 @@ import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, Sample
 import { checkModelConfig, initParams, learningRate } from "./model";
 import { type Checkpoint, writeCheckpoint } from "./checkpoint";
 import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
-import { pickToken } from "./sample";
+import { pickToken, windowStart } from "./sample";
 import { Rng } from "./rng";
 import { Interrupted } from "./interrupt";
 
@@ -97,10 +97,15 @@ export class GPTTrainer implements Trainer {
     const rng = new Rng(opts.seed ?? (Date.now() >>> 0));
     // An empty prompt starts from a newline, the natural start of a text.
     const context = prompt.length ? Array.from(prompt) : [10];
+    let start = Math.max(0, context.length - T);
+    let logits: Float32Array | null = null;
     const out: number[] = [];
     for (let i = 0; i < opts.maxTokens; i++) {
       if (await shouldStop?.()) break;
-      const logits = await this.backend.nextLogits(Int32Array.from(context.slice(-T)));
+      const was = start;
+      start = opts.fullWindow ? Math.max(0, context.length - T) : windowStart(start, context.length, T);
+      // The cache holds context[was..length-1) when one token is new: decode it; else prefill the window.
+      logits = logits && start === was && !opts.fullWindow ? await this.backend.decode(context[context.length - 1]) : await this.backend.prefill(Int32Array.from(context.slice(start)));
       const token = pickToken(logits, opts.temperature, opts.topK, rng);
       context.push(token);
       out.push(token);

@@ -62,8 +62,19 @@ export interface Backend {
   trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number>;
   /** Mean cross-entropy on a batch without changing any state. */
   loss(x: Int32Array, y: Int32Array): Promise<number>;
-  /** Logits (vocab_size floats) for the last position of one sequence. */
-  nextLogits(tokens: Int32Array): Promise<Float32Array>;
+  /**
+   * Runs one sequence of 1 to block_size tokens from position 0, keeps their keys and values
+   * (the KV cache, replacing what it held), and resolves with the last position's logits
+   * (vocab_size floats).
+   */
+  prefill(tokens: Int32Array): Promise<Float32Array>;
+  /**
+   * Runs one token at the position after the cached ones, against their keys and values, adds
+   * its own, and resolves with its logits. The cache must hold fewer than block_size tokens from
+   * a prefill since the last trainStep, loss or setState (each may reuse its memory or change the
+   * parameters, so each forgets it).
+   */
+  decode(token: number): Promise<Float32Array>;
   dispose(): void;
 }
 
@@ -72,6 +83,8 @@ export interface SampleOptions {
   topK: number; // 0 means no top-k cut
   maxTokens: number;
   seed?: number;
+  /** Re-run the whole window (the last block_size tokens) for every token: the path before the KV cache, which benchmarks measure the cache against. */
+  fullWindow?: boolean;
 }
 
 export interface HistoryPoint {

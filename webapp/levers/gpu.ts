@@ -121,11 +121,11 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
         const steps = i === 0 ? facts.gate.check_steps : 1;
         const run = async (b: typeof plain) => {
           await b.setState({ params, step: 0 });
-          const logits = await b.nextLogits(x.subarray(0, model.block_size));
+          const logits = await b.prefill(x.subarray(0, model.block_size));
           const loss = await b.loss(x, y);
           const curve = [await b.trainStep(x, y, STEP_LR)];
           const { m, v, params: after } = await b.getState();
-          const stepped = await b.nextLogits(x.subarray(0, model.block_size));
+          const stepped = await b.prefill(x.subarray(0, model.block_size));
           while (curve.length < steps) curve.push(await b.trainStep(x, y, LR));
           return { logits, loss: Float32Array.of(loss, curve[0]), m: m!, v: v!, after, stepped, curve };
         };
@@ -146,7 +146,7 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
           }
         }
         await plain.setState({ params: got.after, step: 1 });
-        const stepped = gateErrors(got.stepped, await plain.nextLogits(x.subarray(0, model.block_size)));
+        const stepped = gateErrors(got.stepped, await plain.prefill(x.subarray(0, model.block_size)));
         measured.push(stepped);
         if (!failure && !withinBudget(stepped)) failure = `its logits after a step differ from the plain kernels' on the parameters it left (${shape})`;
         const curve = curveShare(got.curve, want.curve);

@@ -40,7 +40,9 @@ export function heap_base(): usize {
 // (attention). c (the running sum: zeros when 0, out itself to accumulate, or
 // the residual stream) shares out's row stride. Blocks of 4 rows x 8 columns
 // keep 8 accumulators in registers, the most V8 keeps there without spilling
-// on x86's 16 vector registers; one broadcast of A feeds 2 multiply-adds.
+// on x86's 16 vector registers; one broadcast of A feeds 2 multiply-adds. Rows
+// left over (a decode's one row) go 16 columns at a time: four independent
+// accumulators, where one would wait out every multiply-add's latency.
 
 @inline function accInit(c: usize, bias: usize): v128 {
   let acc = c ? v128.load(c) : f32x4.splat(0);
@@ -111,7 +113,26 @@ function gemm(out: usize, os: usize, c: usize, a: usize, rs: usize, is: usize, b
   for (; i < hi; i++) {
     const a0 = a + <usize>i * rs;
     const o0 = out + <usize>i * os;
-    for (let j = 0; j < M; j += 4) {
+    let j = 0;
+    for (; j + 16 <= M; j += 16) {
+      const jb = <usize>j << 2;
+      const cj = c ? c + <usize>i * os + jb : 0;
+      const bj = bias ? bias + jb : 0;
+      let c0 = accInit(cj, bj), c1 = accInit(cj ? cj + 16 : 0, bj ? bj + 16 : 0);
+      let c2 = accInit(cj ? cj + 32 : 0, bj ? bj + 32 : 0), c3 = accInit(cj ? cj + 48 : 0, bj ? bj + 48 : 0);
+      let pa = a0;
+      let pb = b + jb;
+      for (let p = 0; p < P; p++) {
+        const x = v128.load32_splat(pa);
+        c0 = madd(x, v128.load(pb), c0); c1 = madd(x, v128.load(pb, 16), c1);
+        c2 = madd(x, v128.load(pb, 32), c2); c3 = madd(x, v128.load(pb, 48), c3);
+        pa += is;
+        pb += bs;
+      }
+      const oj = o0 + jb;
+      v128.store(oj, c0); v128.store(oj, c1, 16); v128.store(oj, c2, 32); v128.store(oj, c3, 48);
+    }
+    for (; j < M; j += 4) {
       const jb = <usize>j << 2;
       let acc = accInit(c ? c + <usize>i * os + jb : 0, bias ? bias + jb : 0);
       let pa = a0;
@@ -456,6 +477,7 @@ export function gelu_backward(dout: usize, deriv: usize, F: i32, lo: i32, hi: i3
 // diagonal), so every product runs as whole 4-row blocks of the matmul
 // kernel; keys past the block are never read. scratch holds (D + 4) * Tp
 // floats per item: one transposed head of K or V, and 4 rows of score gradients.
+// attention_decode's items are rows of one sequence instead (the KV cache's).
 
 @inline function round4(n: i32): i32 {
   return (n + 3) & ~3;
@@ -468,7 +490,7 @@ export function gelu_backward(dout: usize, deriv: usize, F: i32, lo: i32, hi: i3
 
 /**
  * row[0..n) = softmax(scale * row[0..n)) in place, and row[n..round4(n)) = 0
- * (those entries hold finite scores of later keys).
+ * (those entries hold scores that do not count: of later keys, or repeats).
  */
 @inline function softmaxRow(row: usize, n: i32, scale: f32): void {
   const end = round4(n);
@@ -514,6 +536,50 @@ export function attention_forward(out: usize, att: usize, scratch: usize, q: usi
       gemm(block, ts, 0, at(q, base + t0 * C), cs, 4, kT, ts, 0, D, min(t0 + 4, Tp), 0, rows);
       for (let r = 0; r < rows; r++) softmaxRow(block + <usize>r * ts, t0 + r + 1, scale);
       gemm(at(out, base + t0 * C), cs, 0, block, ts, 4, at(v, base), cs, 0, t0 + rows, D, 0, rows);
+    }
+  }
+}
+
+/** The sums of a's, b's, c's and d's lanes, in lanes 0 to 3. */
+@inline function hsum4(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = f32x4.add(v128.shuffle<f32>(a, b, 0, 4, 1, 5), v128.shuffle<f32>(a, b, 2, 6, 3, 7));
+  const cd = f32x4.add(v128.shuffle<f32>(c, d, 0, 4, 1, 5), v128.shuffle<f32>(c, d, 2, 6, 3, 7));
+  return f32x4.add(v128.shuffle<f32>(ab, cd, 0, 1, 4, 5), v128.shuffle<f32>(ab, cd, 2, 3, 6, 7));
+}
+
+/**
+ * Rows t in [lo, hi) of one sequence of T, each against the keys and values of
+ * rows [0, t]: what attention_forward gives those rows, when the rows before
+ * them are the KV cache (a decode runs one). att holds row t's probabilities at
+ * t * round4(T), one head after another. The scores are dot products with the
+ * keys where they lie, four keys per pass (transposing them for the matmul
+ * kernel, per token, would cost as much as the scores); a pass past key t
+ * repeats key t, and softmaxRow clears those scores.
+ */
+export function attention_decode(out: usize, att: usize, q: usize, k: usize, v: usize, T: i32, C: i32, H: i32,
+  scale: f32, lo: i32, hi: i32): void {
+  const D = C / H;
+  const cs = <usize>C << 2;
+  for (let t = lo; t < hi; t++) {
+    const n = t + 1;
+    const row = at(att, t * round4(T));
+    for (let h = 0; h < H; h++) {
+      const qh = at(q, t * C + h * D);
+      const kh = at(k, h * D);
+      for (let j = 0; j < n; j += 4) {
+        const k0 = kh + <usize>j * cs, k1 = kh + <usize>min(j + 1, t) * cs;
+        const k2 = kh + <usize>min(j + 2, t) * cs, k3 = kh + <usize>min(j + 3, t) * cs;
+        let s0 = f32x4.splat(0), s1 = s0, s2 = s0, s3 = s0;
+        for (let d = 0; d < D; d += 4) {
+          const o = <usize>d << 2;
+          const qd = v128.load(qh + o);
+          s0 = madd(qd, v128.load(k0 + o), s0); s1 = madd(qd, v128.load(k1 + o), s1);
+          s2 = madd(qd, v128.load(k2 + o), s2); s3 = madd(qd, v128.load(k3 + o), s3);
+        }
+        v128.store(at(row, j), hsum4(s0, s1, s2, s3));
+      }
+      softmaxRow(row, n, scale);
+      gemm(at(out, t * C + h * D), cs, 0, row, 0, 4, at(v, h * D), cs, 0, n, D, 0, 1);
     }
   }
 }

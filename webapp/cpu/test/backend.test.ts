@@ -1,6 +1,6 @@
 // The WebAssembly CPU backend: the conformance suite (engine/test/conformance.ts)
 // for the plain and the relaxed-SIMD build and for two threads sharing memory,
-// then what only this backend does: micro-batches, an interrupted step,
+// then what only this backend does: micro-batches, an interrupted step or decode,
 // falling back to one thread, refusing bad input. Run by tests/test_cpu_node.py, which compiles cpu.wasm
 // and passes its path in TINYGPT_CPU_WASM (the relaxed-SIMD lever's gate has
 // its own tests, levers/relaxed-simd/lever.test.ts).
@@ -80,11 +80,30 @@ test("with the interrupt flag set, a step, a loss and a next-token pass are aban
     const x = Int32Array.from(first.x);
     await assert.rejects(step(b, rest[0]), Interrupted);
     await assert.rejects(b.loss(x, x), Interrupted);
-    await assert.rejects(b.nextLogits(x.subarray(0, 5)), Interrupted);
+    await assert.rejects(b.prefill(x.subarray(0, 5)), Interrupted);
     const after = await b.getState();
     assert.deepEqual([after.params, after.m, after.v, after.step], [before.params, before.m, before.v, before.step]);
     Atomics.store(flag, 0, 0);
     for (const [i, s] of rest.entries()) assert.equal(await step(b, s), await step(plain, s), `${threads} threads, step ${i + 1}`);
+    b.dispose();
+    plain.dispose();
+  }
+});
+
+test("with the interrupt flag set, a decode is abandoned and the cache keeps what it held; a loss, which reuses the cache's memory, forgets it", async () => {
+  const flag = new Int32Array(new SharedArrayBuffer(4));
+  const spawn = () => new Worker(new URL("./thread_worker.mjs", import.meta.url)) as unknown as WorkerLike;
+  const x = Int32Array.from(golden.steps[0].x);
+  for (const threads of [1, 2]) {
+    const [b, plain] = [await backend({ interrupt: flag, threads, spawn }), await backend({ threads, spawn })];
+    await b.prefill(x.subarray(0, 5));
+    await plain.prefill(x.subarray(0, 5));
+    Atomics.store(flag, 0, 1);
+    await assert.rejects(b.decode(x[5]), Interrupted);
+    Atomics.store(flag, 0, 0);
+    for (const token of x.subarray(5, 8)) assert.deepEqual(await b.decode(token), await plain.decode(token), `${threads} threads, decode of ${token}`);
+    await b.loss(x, x);
+    await assert.rejects(b.decode(x[8]), /prefill first/);
     b.dispose();
     plain.dispose();
   }
@@ -108,7 +127,11 @@ test("bad input is refused with a message saying what and where", async () => {
   bad[3] = 256;
   await assert.rejects(b.trainStep(bad, ok, 1e-3), /x\[3\] = 256 is outside \[0, 256\)/);
   await assert.rejects(b.loss(new Int32Array(T + 1), new Int32Array(T + 1)), /not a whole number of block_size/);
-  await assert.rejects(b.nextLogits(new Int32Array(0)), /at least one token/);
+  await assert.rejects(b.prefill(new Int32Array(0)), new RegExp(`prefill: takes 1 to ${T} tokens, got 0`));
+  await assert.rejects(b.prefill(new Int32Array(T + 1)), new RegExp(`prefill: takes 1 to ${T} tokens, got ${T + 1}`));
+  await assert.rejects(b.prefill(bad), /prefill: token 256 is outside \[0, 256\)/);
+  await b.prefill(ok.subarray(0, 1));
+  for (const token of [256, -1, 0.5]) await assert.rejects(b.decode(token), new RegExp(`decode: token ${token} is not an integer in \\[0, 256\\)`));
   await assert.rejects(b.setState({ params: new Float32Array(3), step: 0 }), new RegExp(`params has 3 floats, the model has ${golden.param_count}`));
   await assert.rejects(createCpuBackend({ ...golden.config, n_embd: 30, n_head: 3 }, { wasm, threads: 1 }), refuses);
   b.dispose();

@@ -106,6 +106,9 @@ export class GpuBackend implements Backend {
   private stepPlan: Dispatch[] = [];
   private lossPlan: Dispatch[] = [];
   private logitsPlan: Dispatch[] = [];
+  private decodePlan: Dispatch[] = [];
+  /** Tokens the sampling graph's k and v hold for decode (0: none since the parameters changed). */
+  private cached = 0;
   /** Resolves once every pipeline the plans use is compiled and the plans are built. */
   readonly ready: Promise<void>;
   /** Every op its plans dispatch (a lever's gate checks that it ran the ops it replaces). */
@@ -159,12 +162,15 @@ export class GpuBackend implements Backend {
 
     const logits = this.recorder(pipelines);
     this.sampleGraph.forward(logits);
+    const decode = this.recorder(pipelines);
+    this.sampleGraph.decode(decode);
 
     this.ops = new Set(this.recorders.flatMap((r) => r.ops));
     this.ready = pipelines.compile(this.gpu, this.ops).then(() => {
       this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
       this.lossPlan = loss.finish("loss");
-      this.logitsPlan = logits.finish("next logits");
+      this.logitsPlan = logits.finish("prefill");
+      this.decodePlan = decode.finish("decode");
     });
   }
 
@@ -248,6 +254,7 @@ export class GpuBackend implements Backend {
   }
 
   trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number> {
+    this.cached = 0;
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -260,6 +267,7 @@ export class GpuBackend implements Backend {
   }
 
   loss(x: Int32Array, y: Int32Array): Promise<number> {
+    this.cached = 0; // the Backend contract, though this backend's loss leaves the cache alone
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -267,18 +275,42 @@ export class GpuBackend implements Backend {
     }).then(async ({ read }) => (await read)[0]);
   }
 
-  nextLogits(tokens: Int32Array): Promise<Float32Array> {
+  async prefill(tokens: Int32Array): Promise<Float32Array> {
     const T = this.model.block_size;
-    if (tokens.length < 1 || tokens.length > T) throw new Error(`nextLogits takes 1 to ${T} tokens, got ${tokens.length}`);
-    return this.serial(async () => {
+    if (tokens.length < 1 || tokens.length > T) throw new Error(`prefill takes 1 to ${T} tokens, got ${tokens.length}`);
+    this.checkTokens("prefill", tokens);
+    this.cached = tokens.length;
+    const { read } = await this.serial(async () => {
       await this.slot();
-      // Causal attention: positions after the last real token cannot change its logits.
+      // Causal attention: positions after the last real token change neither its logits nor the cache below it.
       const padded = new Int32Array(T);
       padded.set(tokens);
       this.writeTokens(this.sampleGraph, padded, null);
       const V = this.model.vocab_size;
       return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
-    }).then(({ read }) => read);
+    });
+    return read;
+  }
+
+  async decode(token: number): Promise<Float32Array> {
+    const T = this.model.block_size;
+    if (this.cached === 0) throw new Error("decode: nothing is cached since the last trainStep, loss or setState: prefill first");
+    if (this.cached >= T) throw new Error(`decode: the cache is full (block_size ${T} tokens): prefill a shorter window`);
+    this.checkTokens("decode", [token]);
+    const at = Uint32Array.of(this.cached++, token);
+    const { read } = await this.serial(async () => {
+      await this.slot();
+      this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, at);
+      return { read: this.submitAndRead(this.run(this.decodePlan), this.sampleGraph.logits, 0, this.model.vocab_size * 4) };
+    });
+    return read;
+  }
+
+  private checkTokens(what: string, tokens: ArrayLike<number>): void {
+    const V = this.model.vocab_size;
+    for (let i = 0; i < tokens.length; i++) {
+      if (!(Number.isInteger(tokens[i]) && tokens[i] >= 0 && tokens[i] < V)) throw new Error(`${what}: token ${tokens[i]} is outside [0, ${V})`);
+    }
   }
 
   /**
@@ -310,6 +342,7 @@ export class GpuBackend implements Backend {
     for (const [name, a] of [["params", state.params], ["m", state.m], ["v", state.v]] as const) {
       if (a && a.length !== n) throw new Error(`setState: ${name} has ${a.length} floats, the model has ${n}`);
     }
+    this.cached = 0;
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);

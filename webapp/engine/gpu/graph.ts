@@ -62,6 +62,10 @@ export class Graph {
   private readonly lse: GPUBuffer;
   private readonly owned: GPUBuffer[] = [];
   private grad: Record<string, GPUBuffer> | null = null;
+  /** Decoding's [position, token] (decode.wgsl), and the new token's key and value before attention_decode appends them; null for training. */
+  readonly at: GPUBuffer | null = null;
+  private readonly kNew: GPUBuffer | null = null;
+  private readonly vNew: GPUBuffer | null = null;
 
   constructor(
     private readonly device: GPUDevice,
@@ -109,6 +113,10 @@ export class Graph {
         gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
         partials: this.alloc("split partials", this.partialFloats(), F32),
       };
+    } else {
+      this.at = this.alloc("decode position", 2, U32);
+      this.kNew = buf("decode k", C);
+      this.vNew = buf("decode v", C);
     }
   }
 
@@ -233,8 +241,7 @@ export class Graph {
     r.op("colsum", { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
-  private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer): void {
-    const rows = this.B * this.model.block_size;
+  private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer, rows = this.B * this.model.block_size): void {
     r.op("layernorm_forward", { rows, C: this.model.n_embd, eps: EPS, flags: 0 }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out, 5: mean, 6: rstd });
   }
 
@@ -280,6 +287,37 @@ export class Graph {
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
     this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+  }
+
+  /**
+   * The token in `at` at its position, against the keys and values forward left in this graph's
+   * k and v (the KV cache), to which it adds its own: its logits into row 0 of `logits`. Every
+   * other activation's row 0 is scratch here.
+   */
+  decode(r: Recorder): void {
+    const { n_layer: L, n_embd: C, n_head, vocab_size: V } = this.model;
+    const row = { M: 1, K: C, N: C };
+    const first = this.layers[0]?.resIn ?? this.resOut;
+    r.op("embedding_decode", { C, n_head }, { 6: first, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
+    for (let l = 0; l < L; l++) {
+      const a = this.layers[l];
+      const pre = `blocks.${l}`;
+      const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
+      this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
+      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, row);
+      this.linear(r, a.ln1, `${pre}.attn.k_proj`, this.kNew!, row);
+      this.linear(r, a.ln1, `${pre}.attn.v_proj`, this.vNew!, row);
+      r.op("attention_decode", { C, n_head }, { 1: a.q, 2: this.kNew!, 3: this.vNew!, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
+      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, row);
+      r.op("residual_add", { n: C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
+      this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+      r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
+      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: 1, K: 4 * C, N: C });
+      r.op("residual_add", { n: C }, { 1: a.resMid, 2: this.scratch, 3: next });
+    }
+    this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
+    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 
   /** Per-position cross-entropy and its mean into `loss`. */

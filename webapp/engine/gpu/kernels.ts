@@ -9,16 +9,18 @@
 // bundle writes them to .cache/wgsl/ first.
 import matmul from "../../../.cache/wgsl/matmul.wgsl";
 import matmulVec4 from "../../../.cache/wgsl/matmul_vec4.wgsl";
+import matvec from "../../../.cache/wgsl/matvec.wgsl";
 import layernorm from "../../../.cache/wgsl/layernorm.wgsl";
 import embedding from "../../../.cache/wgsl/embedding.wgsl";
 import gelu from "../../../.cache/wgsl/gelu.wgsl";
 import residual from "../../../.cache/wgsl/residual.wgsl";
 import attention from "../../../.cache/wgsl/attention.wgsl";
+import decode from "../../../.cache/wgsl/decode.wgsl";
 import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
 import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
 import facts from "../../../tinygpt/facts.json";
 
-const SOURCES = { matmul, matmul_vec4: matmulVec4, layernorm, embedding, gelu, residual, attention, crossentropy, optimizer };
+const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer };
 type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
@@ -90,6 +92,8 @@ export const F32_KERNELS = {
   matmul_vec4_nn_64: tiled("matmul_vec4", "nn", 64),
   matmul_vec4_nt_64: tiled("matmul_vec4", "nt", 64),
   matmul_vec4_tn_64: tiled("matmul_vec4", "tn", 64),
+  matvec_nn: kernel("matvec", "matvec_nn", (s) => [ceil(s.N, 32), 1, 1]),
+  matvec_nt: kernel("matvec", "matvec_nt", (s) => [ceil(s.N, 32), 1, 1]),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
@@ -105,6 +109,8 @@ export const F32_KERNELS = {
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
   attention_backward_dkdv: kernel("attention", "attention_backward_dkdv", perHeadBlock),
+  embedding_decode: kernel("decode", "embedding_decode", (s) => [ceil(s.C, 128), 1, 1]),
+  attention_decode: kernel("decode", "attention_decode", (s) => [s.n_head, 1, 1]),
   crossentropy_forward: kernel("crossentropy", "crossentropy_forward", perRow),
   crossentropy_backward: kernel("crossentropy", "crossentropy_backward", perRow),
   crossentropy_mean: kernel("crossentropy", "crossentropy_mean", () => [1, 1, 1]),
@@ -119,10 +125,12 @@ export type KernelTable = Record<Op, Kernel>;
 /**
  * The matmul kernel for a shape: the vec4 kernels when the contiguous
  * dimensions allow 16-byte loads, with the 64-block variant for grids too
- * small to fill a large GPU; the scalar kernel for any other shape.
+ * small to fill a large GPU, and matrix-vector products for one row (a decoding
+ * step); the scalar kernel for any other shape.
  */
 export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
   const vec4 = N % 4 === 0 && (o === "tn" ? M % 4 === 0 : K % 4 === 0);
   if (!vec4) return `matmul_${o}`;
+  if (M === 1 && o !== "tn") return `matvec_${o}`;
   return ceil(M, 128) * ceil(N, 128) < 128 ? `matmul_vec4_${o}_64` : `matmul_vec4_${o}`;
 }

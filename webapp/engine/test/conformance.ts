@@ -15,6 +15,7 @@
 //   the message it declares (Subject.refuses), and otherwise must match.
 
 import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { test } from "node:test";
 import facts from "../../../tinygpt/facts.json";
@@ -23,7 +24,7 @@ import { tensorLayout } from "../model";
 import { loadTrainer } from "../index";
 import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../types";
-import { f32, fixture, l2, readJson, rel } from "./fixtures";
+import { ROOT, f32, fixture, l2, readJson, rel } from "./fixtures";
 
 const POLICY = facts.conformance;
 
@@ -65,10 +66,13 @@ export const REFERENCES = ["odd", "unaligned", "split"];
 const goldenPath = fixture("golden_tiny.json");
 const golden = (): Golden => readJson<Golden>(goldenPath ?? assert.fail("tests/fixtures/golden_tiny.json is missing (python -m tests.oracles.golden)"));
 
-export function reference(name: string): Reference {
+function conformanceFile<T>(name: string): T {
   const dir = process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE must name the folder tests/oracles/conformance.py wrote (the Python harness sets it)");
-  return readJson<Reference>(join(dir, `${name}.json`));
+  return readJson<T>(join(dir, `${name}.json`));
 }
+
+export const reference = (name: string) => conformanceFile<Reference>(name);
+const sampleReference = () => conformanceFile<{ model: string; prompt: number[]; max_new_tokens: number; tokens: number[]; min_margin: number }>("sample");
 
 /** Step i's loss against the reference: the first step is held closer (no update has compounded yet). */
 function checkLosses(got: number[], want: number[], what: string): void {
@@ -111,7 +115,28 @@ export async function replayReference(b: Backend, r: Reference, what: string): P
   for (const st of r.steps) losses.push(await b.trainStep(ids(st.x), ids(st.y), st.lr));
   checkLosses(losses, r.steps.map((st) => st.loss), what);
   checkWeights(r.config, (await b.getState()).params, init, r.l2, r.steps.map((st) => st.lr), what);
-  checkLogits(await b.nextLogits(ids(r.prompt)), r.logits, `${what} next`);
+  checkLogits(await b.prefill(ids(r.prompt)), r.logits, `${what} next`);
+  await checkCache(b, r.config, ids(r.steps[0].x.slice(0, r.config.block_size)), what);
+}
+
+/**
+ * The KV cache: a window filled a token at a time by decode ends with the logits one prefill of
+ * it gives, at every length checked; a full cache, and one the parameters changed under, refuse.
+ */
+async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: string): Promise<void> {
+  const T = model.block_size;
+  const checks = new Map<number, Float32Array>();
+  for (const n of new Set([2, Math.ceil(T / 2), T])) if (n <= T) checks.set(n, await b.prefill(x.subarray(0, n)));
+  await b.prefill(x.subarray(0, 1));
+  for (let n = 2; n <= T; n++) {
+    const logits = await b.decode(x[n - 1]);
+    const want = checks.get(n);
+    if (want) checkLogits(logits, want, `${what} decode of ${n} tokens`);
+  }
+  await assert.rejects(b.decode(x[0]), /full/, `${what}: decode past block_size`);
+  await b.prefill(x.subarray(0, 1));
+  await b.setState(await b.getState());
+  await assert.rejects(b.decode(x[1]), /prefill first/, `${what}: decode after setState`);
 }
 
 export function conformance(s: Subject): void {
@@ -123,7 +148,7 @@ export function conformance(s: Subject): void {
     try {
       const init = f32(g.init_params);
       await b.setState({ params: init, step: 0 });
-      checkLogits(await b.nextLogits(ids(g.steps[0].x.slice(0, g.config.block_size))), f32(g.logits_step0), "initial");
+      checkLogits(await b.prefill(ids(g.steps[0].x.slice(0, g.config.block_size))), f32(g.logits_step0), "initial");
       // Every step issued before any loss is read: the pipelined path the app runs.
       const losses = await Promise.all(g.steps.map((st) => b.trainStep(ids(st.x), ids(st.y), st.lr)));
       checkLosses(losses, g.steps.map((st) => st.loss_f32), "golden");
@@ -185,6 +210,18 @@ export function conformance(s: Subject): void {
     } finally {
       a.dispose();
       b?.dispose();
+    }
+  });
+
+  test(`${s.name}: greedy sampling of a gallery model repeats the reference's bytes while its window slides`, { skip }, async () => {
+    const r = sampleReference();
+    const trainer = await loadTrainer(readFileSync(join(ROOT, r.model)), (m, t) => s.make(m, t));
+    try {
+      assert.ok(r.min_margin > 1e-3, `the reference's choices come within ${r.min_margin} of a tie: choose another prompt`);
+      const got = await trainer.sample(Uint8Array.from(r.prompt), { temperature: 0, topK: 0, maxTokens: r.max_new_tokens }, () => {});
+      assert.equal(new TextDecoder().decode(got), new TextDecoder().decode(Uint8Array.from(r.tokens)));
+    } finally {
+      trainer.dispose();
     }
   });
 

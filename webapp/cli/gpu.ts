@@ -1,0 +1,40 @@
+// The WebGPU backend options the Node tools run with: Dawn's adapter, and the GPU levers gated
+// on it as the app gates them. --levers all (the default) gates every shipped lever and runs
+// those that pass; none runs the plain f32 kernels; a,b gates only those (an experimental one
+// too) and stops if one does not pass (a figure for a lever that did not run is no figure).
+// --dawn-f16-toggle sets Dawn's vulkan_enable_f16_on_nvidia adapter toggle, for our benchmark
+// hosts: Dawn hides shader-f16 on NVIDIA without it (a browser decides that itself; the app
+// never sets a toggle).
+
+import { create, globals } from "webgpu";
+import type { BackendOptions } from "../engine/index";
+import { BUILT_LEVERS, GPU_LEVERS, type GpuLever, gpuLevers, leverFeatures } from "../levers/gpu";
+import type { Verdict } from "../levers/gate";
+
+/** What a lever needs of an adapter, in words. */
+const needs = (lever: GpuLever) => [...leverFeatures(lever), ...(lever.wgslFeatures ?? []), ...("forAdapter" in lever ? ["a table for this adapter"] : [])].join(", ");
+
+export interface DawnGpu {
+  /** For createBackend("webgpu", ...): the adapter and the tables of the levers that passed. */
+  options: BackendOptions;
+  verdicts: Record<string, Verdict>;
+}
+
+/** `wanted`: the --levers value; `fail` reports a usage error and exits. */
+export async function dawnGpu(wanted: string, toggle: boolean, fail: (message: string) => never, log: (line: string) => void): Promise<DawnGpu> {
+  const known = BUILT_LEVERS.map((l) => l.id);
+  const chosen = wanted === "all" ? GPU_LEVERS.map((l) => l.id) : wanted === "none" ? [] : wanted.split(",");
+  for (const id of chosen) if (!known.includes(id)) fail(`--levers: no GPU lever ${JSON.stringify(id)} (there are: ${known.join(", ") || "none"})`);
+  Object.assign(globalThis, globals);
+  const gpu = create(toggle ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
+  const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
+  if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
+  const gated = await gpuLevers({ gpu }, adapter, BUILT_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);
+  for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
+  if (wanted !== "all") {
+    const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
+    if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${needs(BUILT_LEVERS.find((l) => l.id === id)!)})`}`).join("; ")}`);
+  }
+  const levers = Object.keys(gated.verdicts).filter((id) => gated.verdicts[id].pass);
+  return { options: { gpu, adapter, kernels: gated.kernels, features: gated.features, levers }, verdicts: gated.verdicts };
+}

@@ -1,0 +1,94 @@
+// Sample from a .tinygpt (or a preset's freshly initialised weights) with the WebGPU backend
+// through Dawn, as the app samples: the prompt prefilled once, then one position per byte
+// through the KV cache (webapp/engine/trainer.ts sample).
+//
+//   node dist-cli/sample.js --model model.tinygpt --prompt "ROMEO:" --tokens 256
+//
+// Options: --preset id (instead of --model: its initial weights, for timing), --temperature X
+// (default 0.8; 0 is greedy), --top-k N, --seed N, --full-window (every byte re-runs the whole
+// window, the path before the KV cache, kept to measure the gain), --repeat N (sample N times
+// after one untimed warm-up, the same seed each time, for a median on a noisy machine),
+// --stats path.json (tokens/s and the path: for bench/bench_sample.py), --quiet (no text on
+// stdout); --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
+
+import { readFileSync, writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { type GPTTrainer, createBackend, createTrainer, loadTrainer, preset } from "../engine/index";
+import { type Command, command } from "./command";
+import { dawnGpu } from "./gpu";
+
+const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--seed N] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
+// Annotated, so that the compiler knows a call to it does not return.
+const fail: (message: string) => never = CLI.fail;
+const { number, run } = CLI;
+
+async function main(): Promise<void> {
+  let args;
+  try {
+    args = parseArgs({
+      options: {
+        model: { type: "string" }, preset: { type: "string" }, prompt: { type: "string" }, tokens: { type: "string" },
+        temperature: { type: "string" }, "top-k": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" },
+        repeat: { type: "string" }, stats: { type: "string" }, quiet: { type: "boolean" }, levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
+      },
+    }).values;
+  } catch (e) {
+    fail((e as Error).message);
+  }
+  if (!args.model === !args.preset) fail("give one of --model and --preset");
+  const opts = {
+    temperature: number("temperature", args.temperature, 0.8, true),
+    topK: number("top-k", args["top-k"], 0),
+    maxTokens: number("tokens", args.tokens, 256),
+    seed: number("seed", args.seed, 1),
+    fullWindow: !!args["full-window"],
+  };
+  const prompt = new TextEncoder().encode(args.prompt ?? "\n");
+  const log = args.quiet ? () => {} : (s: string) => console.error(s);
+  const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
+
+  let trainer: GPTTrainer;
+  if (args.model) {
+    let bytes: Uint8Array;
+    try {
+      bytes = readFileSync(args.model);
+    } catch (e) {
+      fail(`cannot read the model: ${(e as Error).message}`);
+    }
+    trainer = await loadTrainer(bytes, (model, train) => createBackend("webgpu", model, train, gpu.options));
+  } else {
+    let p;
+    try {
+      p = preset(args.preset!);
+    } catch (e) {
+      fail((e as Error).message);
+    }
+    trainer = await createTrainer(await createBackend("webgpu", p.model, p.train, gpu.options), p.model, p.train);
+  }
+  const path = args["full-window"] ? "full window" : "KV cache";
+  log(`sample: ${trainer.backend.device}${trainer.backend.paths.length ? ` (+${trainer.backend.paths.join(", +")})` : ", plain f32 kernels"}, ${path}`);
+
+  const repeat = number("repeat", args.repeat, 1) || fail("--repeat must be positive");
+  let out: number[] = [];
+  const rates: number[] = [];
+  for (let run = repeat > 1 ? -1 : 0; run < repeat; run++) {
+    out = [];
+    const show = !args.quiet && run === repeat - 1;
+    const start = performance.now();
+    await trainer.sample(prompt, opts, (b) => {
+      out.push(b);
+      if (show) process.stdout.write(Uint8Array.of(b));
+    });
+    if (run >= 0) rates.push(out.length / ((performance.now() - start) / 1000));
+  }
+  if (!args.quiet) process.stdout.write("\n");
+  const median = [...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)];
+  log(`sample: ${out.length} bytes, ${median.toFixed(0)} tokens/s${repeat > 1 ? ` (median of ${repeat}: ${rates.map((r) => r.toFixed(0)).join(", ")})` : ""}`);
+  if (args.stats) {
+    const stats = { model: trainer.model, device: trainer.backend.device, levers: trainer.backend.paths, verdicts: gpu.verdicts, path, prompt_bytes: prompt.length, tokens: out.length, tokens_per_s: median, runs_tokens_per_s: rates };
+    writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
+  }
+  trainer.dispose();
+}
+
+run(main);
