@@ -292,31 +292,32 @@ export class Graph {
   /**
    * The token in `at` at its position, against the keys and values forward left in this graph's
    * k and v (the KV cache), to which it adds its own: its logits into row 0 of `logits`. Every
-   * other activation's row 0 is scratch here.
+   * other activation's row 0 is scratch here. The residual stream stays in one row that o_proj
+   * and fc_out add into (ACCUMULATE), which saves a decode the residual adds' dispatches: for
+   * one row, what a dispatch costs to encode and launch is most of its cost.
    */
   decode(r: Recorder): void {
     const { n_layer: L, n_embd: C, n_head, vocab_size: V } = this.model;
     const row = { M: 1, K: C, N: C };
-    const first = this.layers[0]?.resIn ?? this.resOut;
-    r.op("embedding_decode", { C, n_head }, { 6: first, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
+    const x = this.layers[0]?.resIn ?? this.resOut;
+    const addInto = (input: Binding, prefix: string, K: number) =>
+      this.mm(r, "nn", { M: 1, N: C, K, flags: BIAS | ACCUMULATE }, `${prefix}.weight`, { 1: input, 3: this.w(`${prefix}.bias`), 4: x });
+    r.op("embedding_decode", { C, n_head }, { 6: x, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
-      this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
+      this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
       this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, row);
       this.linear(r, a.ln1, `${pre}.attn.k_proj`, this.kNew!, row);
       this.linear(r, a.ln1, `${pre}.attn.v_proj`, this.vNew!, row);
       r.op("attention_decode", { C, n_head }, { 1: a.q, 2: this.kNew!, 3: this.vNew!, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
-      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, row);
-      r.op("residual_add", { n: C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
-      this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
+      addInto(a.att, `${pre}.attn.o_proj`, C);
+      this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
       this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
       r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
-      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: 1, K: 4 * C, N: C });
-      r.op("residual_add", { n: C }, { 1: a.resMid, 2: this.scratch, 3: next });
+      addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
-    this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
+    this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
     this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 
