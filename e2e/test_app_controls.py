@@ -1,12 +1,13 @@
 """The controls answer within one step: on the CPU backend at Small (a step of
-a second or more on a busy two-core machine), Pause and Stop end training, and
-Stop ends sampling, with at most the step or token then in flight completed and
-within a second of the click. Timed in the page, from the click to the change of
-#app's data-state."""
+a second or more on a busy two-core machine), Pause and Stop end training with
+at most the step then in flight completed and within a second of the click, and
+Stop ends sampling within 250 ms. Timed in the page, from the click to the
+change of #app's data-state."""
 from appdriver import configure, open_app, step, wait_finished, wait_for, wait_state, wait_step
 
-# What the issue asks: within one step or token, and within a second.
+# What the issues ask: within one step and a second; sampling's Stop within 250 ms.
 LIMIT_MS = 1000
+SAMPLE_STOP_MS = 250
 
 CLICK_AND_TIME = """([button, wanted, counter]) => {
     const app = document.querySelector('#app');
@@ -67,8 +68,10 @@ def test_sampling_stop_takes_effect_within_a_token_on_the_cpu(open_page, browser
     out = page.locator("#sample-out")
     wait_for(lambda: int(out.get_attribute("data-tokens") or 0) >= 20, 120, "20 tokens", page)
     stopped = click_and_time(page, "#btn-sample-stop", "ready", counter="tokens")
-    assert stopped["end"] <= stopped["at"] + 1, stopped
-    assert stopped["ms"] < LIMIT_MS, stopped
+    # The bound is the time Stop takes to answer, not tokens after the click: with the KV cache the
+    # worker writes a byte every few milliseconds, so bytes it sent before it saw Stop are still in
+    # the page's queue at the click (8 seen under load), though it checks the request before each.
+    assert stopped["ms"] < SAMPLE_STOP_MS, stopped
     wait_for(lambda: out.get_attribute("data-done") == "yes", 10, "the sample to end", page)
     assert stopped["end"] < 10000
     assert visit.problems() == []
