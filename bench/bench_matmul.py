@@ -1,5 +1,6 @@
 """Matmul throughput: every WGSL matmul variant through wgpu-py on the adapter at hand, numpy's
-matmul on the same machine's CPU, and cuBLAS fp32 with TF32 off where torch sees CUDA.
+matmul on the same machine's CPU, and cuBLAS (fp32 with TF32 off, TF32, and fp16 on the tensor
+cores) where torch sees CUDA.
 
 Each kernel is first checked against numpy (float64) on fresh random inputs, output poisoned
 with NaN, at an odd shape and at the smallest timed size; a kernel that fails is not timed.
@@ -14,7 +15,12 @@ prints a table with each figure's ratio to cuBLAS.
     python bench/bench_matmul.py --dawn          # also the engine's kernels through Dawn in Node
 
 --dawn bundles bench/matmul_dawn.ts (the engine's kernel table, params and bind groups, through
-Dawn as the web app's Node CLI runs them) and adds its series, "WGSL via Dawn: <kernel>".
+Dawn as the web app's Node CLI runs them) and adds its series, "WGSL via Dawn: <kernel>", with the
+presets' weight gradients (tn, cut along K as the graph cuts them) beside their layer shapes.
+--lever <id> gates a GPU lever there and times its kernels beside the plain ones; --dawn-only
+leaves out wgpu-py and numpy (a GPU host without wgpu-py):
+
+    python bench/bench_matmul.py --dawn --dawn-only --lever coop-matrix --dawn-f16-toggle --node /tmp/node --no-bundle
 """
 import argparse
 import datetime
@@ -31,12 +37,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.oracles import gpu  # noqa: E402
 from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS  # noqa: E402
 from machine import cpu_name, cuda_torch  # noqa: E402
 
 VARIANTS = ROOT / "bench" / "matmul"
+gpu = None  # tests.oracles.gpu, the wgpu-py runner: imported in main() unless --dawn-only
 DAWN = ROOT / "dist-cli" / "matmul_dawn.js"
 
 
@@ -106,13 +112,20 @@ def numpy_seconds(rng, M, N, K):
     return statistics.median(times)
 
 
-def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
-    A = torch.randn(M, K, device="cuda", dtype=torch.float32)
-    B = torch.randn(K, N, device="cuda", dtype=torch.float32)
+# cuBLAS's modes: the series name, the operands' dtype, whether TF32 is on, and the error it must stay under.
+CUBLAS = {"fp32": ("cuBLAS fp32 (TF32 off)", "float32", False, 1e-5), "tf32": ("cuBLAS TF32", "float32", True, 5e-3),
+          "fp16": ("cuBLAS fp16 (tensor cores)", "float16", False, 5e-3)}
+
+
+def cublas_seconds(torch, M, N, K, mode="fp32", passes=5, min_pass_s=0.05):
+    _, dtype, tf32, tolerance = CUBLAS[mode]
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    A = torch.randn(M, K, device="cuda", dtype=getattr(torch, dtype))
+    B = torch.randn(K, N, device="cuda", dtype=getattr(torch, dtype))
     out = A @ B
     ref = A.double() @ B.double()
     err = float((out.double() - ref).norm() / ref.norm())
-    assert err < 1e-5, f"cuBLAS error {err:.3g}: is TF32 still on?"
+    assert err < tolerance, f"cuBLAS {mode} error {err:.3g}" + (": is TF32 still on?" if mode == "fp32" else "")
 
     def one_pass(reps):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -125,12 +138,14 @@ def cublas_seconds(torch, M, N, K, passes=5, min_pass_s=0.05):
 
     one_pass(3)
     reps = max(3, min(1000, int(min_pass_s / max(one_pass(3), 1e-7))))
-    return statistics.median(one_pass(reps) for _ in range(passes))
+    seconds = statistics.median(one_pass(reps) for _ in range(passes))
+    torch.backends.cuda.matmul.allow_tf32 = False
+    return seconds
 
 
-def dawn(node, shapes):
+def dawn(node, shapes, flags):
     """The engine's matmul kernels through Dawn: {adapter, timing, results: [{series, op, label, seconds, ...}]}."""
-    run = subprocess.run([node, str(DAWN), json.dumps(shapes)], cwd=ROOT, env=dawn_env(), stdout=subprocess.PIPE, text=True, check=False)
+    run = subprocess.run([node, str(DAWN), json.dumps(shapes), *flags], cwd=ROOT, env=dawn_env(), stdout=subprocess.PIPE, text=True, check=False)
     if run.returncode != 0:
         raise SystemExit(f"{DAWN.name} exited {run.returncode} (its stderr is above)")
     return json.loads(run.stdout)
@@ -146,9 +161,18 @@ def preset_shapes():
     return shapes
 
 
-def hardware(torch, dawn_run) -> str:
+def weight_gradient_shapes():
+    """(label, M, N, K) of each preset's weight gradients over one batch (K = batch_size * block_size)."""
+    shapes = []
+    for p in FACTS["presets"]:
+        rows, C = p["batch_size"] * p["block_size"], p["n_embd"]
+        shapes += [(f"{p['id']} dW qkv", C, 3 * C, rows), (f"{p['id']} dW fc_in", C, 4 * C, rows), (f"{p['id']} dW fc_out", 4 * C, C, rows)]
+    return shapes
+
+
+def hardware(torch, dawn_run, gpu) -> str:
     cpu = cpu_name()
-    parts = [f"WebGPU adapter: {gpu.describe()} via wgpu-py", f"CPU: {cpu} x{os.cpu_count()} (numpy)"]
+    parts = [f"WebGPU adapter: {gpu.describe()} via wgpu-py", f"CPU: {cpu} x{os.cpu_count()} (numpy)"] if gpu else []
     if dawn_run:
         parts.append(f"Dawn: {dawn_run['adapter']} (Node {dawn_run['node']}, {dawn_run['timing']})")
     if torch:
@@ -175,13 +199,21 @@ def main(argv=None):
     ap.add_argument("--dawn", action="store_true", help="also time the engine's kernels through Dawn in Node")
     ap.add_argument("--node", default="node", help="the Node binary for --dawn")
     ap.add_argument("--no-bundle", action="store_true", help="--dawn with the existing dist-cli/matmul_dawn.js (python build.py cli)")
+    ap.add_argument("--dawn-only", action="store_true", help="--dawn and cuBLAS only: no wgpu-py, no numpy")
+    ap.add_argument("--lever", help="--dawn: gate this GPU lever and time its kernels beside the plain ones")
+    ap.add_argument("--dawn-f16-toggle", action="store_true", help="--dawn: Dawn's vulkan_enable_f16_on_nvidia (benchmark hosts only)")
     ap.add_argument("--out", type=Path, default=ROOT / "content" / "data" / "matmul.json")
     args = ap.parse_args(argv)
+    if args.dawn_only and not args.dawn:
+        ap.error("--dawn-only needs --dawn")
+    global gpu
+    if not args.dawn_only:
+        from tests.oracles import gpu
     rng = np.random.default_rng(0)
     torch = cuda_torch()
-    kernels = [k for k in KERNELS if not args.kernels or any(s in k.name for s in args.kernels)]
+    kernels = [] if args.dawn_only else [k for k in KERNELS if not args.kernels or any(s in k.name for s in args.kernels)]
 
-    print(f"adapter: {gpu.describe()}; cuBLAS: {'yes' if torch else 'no (torch with CUDA not importable)'}")
+    print(f"adapter: {gpu.describe() if gpu else 'not asked (--dawn-only)'}; cuBLAS: {'yes' if torch else 'no (torch with CUDA not importable)'}")
     good = []
     for k in kernels:
         odd = (132, 260, 68) if k.aligned else (37, 65, 100)
@@ -194,13 +226,17 @@ def main(argv=None):
     shapes = [(f"{n}^3", n, n, n) for n in args.sizes]
     if not args.no_presets:
         shapes += preset_shapes()
+    # The weight gradients only through Dawn, where the engine's own kernel and split run them.
+    gradients = weight_gradient_shapes() if args.dawn and not args.no_presets else []
     results = {}  # (series, label) -> GFLOP/s
-    for label, M, N, K in shapes:
+    for label, M, N, K in shapes + gradients:
         flops = 2.0 * M * N * K
         square = label.endswith("^3")
-        if torch:
-            results["cuBLAS fp32 (TF32 off)", label] = flops / cublas_seconds(torch, M, N, K) / 1e9
-        if square:
+        for mode in CUBLAS if torch else ():
+            results[CUBLAS[mode][0], label] = flops / cublas_seconds(torch, M, N, K, mode) / 1e9
+        if (label, M, N, K) in gradients:
+            continue
+        if square and gpu:
             results["numpy (CPU)", label] = flops / numpy_seconds(rng, M, N, K) / 1e9
         for k in good:
             if square or k.name != "tiled16 (plain)":
@@ -212,7 +248,8 @@ def main(argv=None):
     if args.dawn:
         if not args.no_bundle:
             build_cli(ROOT)
-        dawn_run = dawn(args.node, shapes)
+        flags = [*(["--lever", args.lever] if args.lever else []), *(["--dawn-f16-toggle"] if args.dawn_f16_toggle else [])]
+        dawn_run = dawn(args.node, [*shapes, *([*g, ["tn"]] for g in gradients)], flags)
         dawn_run["node"] = subprocess.run([args.node, "--version"], capture_output=True, text=True, check=True).stdout.strip()
         print(f"Dawn: {dawn_run['adapter']}; {dawn_run['timing']}; checked {', '.join(dawn_run['checked'])}")
         for r in dawn_run["results"]:
@@ -222,7 +259,7 @@ def main(argv=None):
     base = "cuBLAS fp32 (TF32 off)"
     rows = []
     print(f"\n{'kernel':34s} {'shape':14s} {'GFLOP/s':>10s} {'vs cuBLAS':>10s}")
-    for label, M, N, K in shapes:
+    for label, M, N, K in shapes + gradients:
         for s in series_names:
             if (s, label) not in results:
                 continue
@@ -249,19 +286,22 @@ def main(argv=None):
     print("\n" + "\n".join(summary))
     data = {
         "benchmark": "matmul",
-        "title": "f32 matmul throughput" + (", the engine's kernels through Dawn" if args.dawn else ""),
-        "hardware": hardware(torch, dawn_run),
+        "title": ("matmul throughput" if args.lever else "f32 matmul throughput") + (", the engine's kernels through Dawn" if args.dawn else ""),
+        "hardware": hardware(torch, dawn_run, gpu),
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "command": " ".join(["python bench/bench_matmul.py", *command_flags(argv if argv is not None else sys.argv[1:])]),
         "x_label": "M = N = K",
         "series": [s for s in series if s["points"]],
         "rows": rows,
-        "notes": "C = A·B in f32. WGSL kernels through wgpu-py (naga to SPIR-V, Vulkan), timed with GPU "
-                 "timestamps over back-to-back dispatches; cuBLAS through PyTorch with TF32 off, timed with "
-                 "CUDA events; numpy on the host CPU. "
+        "notes": "C = A·B in f32" + (f" (the {args.lever} lever's kernels: their own precision)" if args.lever else "") + ". "
+                 + ("" if args.dawn_only else "WGSL kernels through wgpu-py (naga to SPIR-V, Vulkan), timed with GPU "
+                    "timestamps over back-to-back dispatches; numpy on the host CPU. ")
+                 + "cuBLAS through PyTorch, fp32 with TF32 off (the 'vs cuBLAS' yardstick), TF32, and fp16 operands on the "
+                   "tensor cores, timed with CUDA events. "
                  + ("'WGSL via Dawn' series: the engine's kernel table through Dawn in Node (matmul_dawn.ts), "
                     f"{dawn_run['timing']}; 'kernel table' is the kernel the engine picks for the shape. " if dawn_run else "")
-                 + "Preset rows: one batch through each linear layer. "
+                 + "Preset rows: one batch through each linear layer" + (", and (dW) each weight gradient over one batch, "
+                   "cut along K as the engine cuts it, its partials' sum apart. " if gradients else ". ")
                  + "; ".join(summary) + ".",
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)

@@ -2,7 +2,11 @@
 // pipelines, params and bind groups come from the engine's kernel table and
 // Recorder, so what is timed is what a training step dispatches. Driven by
 // bench/bench_matmul.py --dawn, which bundles this file; prints one JSON object.
-//   node matmul_dawn.mjs '[["1024^3", 1024, 1024, 1024], ...]' [--wall] [--lever shader-f16] [--dawn-f16-toggle]
+//   node matmul_dawn.mjs '[["1024^3", 1024, 1024, 1024], ["dW", 384, 1536, 16384, ["tn"]], ...]' [--wall] [--lever shader-f16] [--dawn-f16-toggle]
+// A shape's optional fifth entry names the orientations timed there (all three otherwise). A tn
+// product is a weight gradient: it runs the table's weight-gradient kernel (weightGradOp), cut
+// along K as the graph cuts it (splitsFor), and its time is that dispatch's (colsum's sum of the
+// partials apart).
 // Every kernel is first checked against a float64 CPU product; a wrong one exits non-zero.
 // --lever <id>: a GPU lever (BUILT_LEVERS) is first gated (kernelTableAgrees on its shapes; a refusal
 // exits non-zero), then each op it replaces is timed beside the plain one as "<id> <orientation>".
@@ -10,14 +14,15 @@
 // shader-f16 on NVIDIA; for test and bench hosts only, the app never sets a toggle.
 import { create, globals } from "webgpu";
 import { requestGpu } from "../webapp/engine/gpu/device";
-import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation } from "../webapp/engine/gpu/kernels";
+import { F32_KERNELS, type KernelTable, matmulOp, type Op, type Orientation, weightGradOp } from "../webapp/engine/gpu/kernels";
+import { splitsFor } from "../webapp/engine/gpu/graph";
 import { floatToHalf } from "../webapp/engine/f16";
 import { encode, Pipelines, Recorder } from "../webapp/engine/gpu/recorder";
 import { BUILT_LEVERS, kernelTableAgrees, leverFeatures, tableOn } from "../webapp/levers/gpu";
 
 Object.assign(globalThis, globals);
 
-type Shape = [string, number, number, number];
+type Shape = [string, number, number, number, Orientation[]?];
 const ORIENTATIONS: Orientation[] = ["nn", "nt", "tn"];
 const TOLERANCE = 1e-5; // relative Frobenius error, as bench_matmul.py's wgpu-py check
 // A lever's kernels round their inputs to f16 (2^-11 relative): about 4e-4 on these inputs.
@@ -51,7 +56,9 @@ if (lever && !leverKernels) {
   console.error(`lever ${lever.id} cannot run on this adapter (no table for it, or WGSL lacks ${lever.wgslFeatures ?? "nothing"})`);
   process.exit(1);
 }
-const context = await requestGpu(gpu, adapter, features);
+// Timestamps where the adapter has them, asked for beside the lever's features (a device has only what it was asked for).
+const timestamps: GPUFeatureName[] = adapter?.features.has("timestamp-query") && !wallOnly ? ["timestamp-query"] : [];
+const context = await requestGpu(gpu, adapter, [...features, ...timestamps]);
 const { device, description } = context;
 device.addEventListener("uncapturederror", (ev) => {
   console.error(`WebGPU error: ${(ev as GPUUncapturedErrorEvent).error.message}`);
@@ -67,13 +74,17 @@ type Series = [string, Op, Pipelines];
  * The series timed at a shape: the any-shape kernel of each orientation and the table's pick for
  * it, and with --lever the lever's kernel where it replaces that pick.
  */
-function series(M: number, N: number, K: number): Series[] {
-  return ORIENTATIONS.flatMap((o): Series[] => {
-    const pick = matmulOp(o, M, N, K);
-    const own: Series[] = leverKernels && pick in leverKernels ? [[`${lever.id} ${o}`, pick, leverPipelines!]] : [];
-    return [[`matmul ${o}`, `matmul_${o}`, plain], [`kernel table ${o}`, pick, plain], ...own];
+function series(M: number, N: number, K: number, orientations: Orientation[] = ORIENTATIONS): Series[] {
+  return orientations.flatMap((o): Series[] => {
+    const pick = (table: KernelTable) => (o === "tn" ? weightGradOp(table, M, N, K) : matmulOp(o, M, N, K));
+    const own = leverPipelines ? pick(leverPipelines.kernels) : null;
+    const mine: Series[] = own && own in leverKernels! ? [[`${lever!.id} ${o}`, own, leverPipelines!]] : [];
+    return [[`matmul ${o}`, `matmul_${o}`, plain], [`kernel table ${o}`, pick(F32_KERNELS), plain], ...mine];
   });
 }
+
+/** The runs a weight gradient's K is cut into, as the graph cuts it; 1 for the other products. */
+const splits = (pipelines: Pipelines, op: Op, M: number, N: number, K: number) => (op.includes("_tn") ? splitsFor(pipelines.kernels[op], { M, N, K, flags: 0 }, K, M * N) : 1);
 
 function storage(data: Float32Array<ArrayBuffer> | Uint16Array<ArrayBuffer>): GPUBuffer {
   const buf = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
@@ -105,9 +116,10 @@ async function setUp(pipelines: Pipelines, op: Op, M: number, N: number, K: numb
   await pipelines.compile(device, [op]);
   // A kernel reading its weights from storage-f16's mirror takes B as packed halves, as the engine binds it.
   const bHalves = pipelines.kernels[op].weightsFromMirror ? Uint16Array.from(b, floatToHalf) : null;
-  const buffers = [storage(a), bHalves ? storage(bHalves) : storage(b), storage(new Float32Array(N)), storage(c)];
+  const S = splits(pipelines, op, M, N, K);
+  const buffers = [storage(a), bHalves ? storage(bHalves) : storage(b), storage(new Float32Array(N)), storage(S > 1 ? new Float32Array(S * M * N) : c)];
   const recorder = new Recorder(device, pipelines);
-  recorder.op(op, { M, N, K, flags: 0 }, { 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3] });
+  recorder.op(op, { M, N, K, flags: 0, splits: S }, { 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3] });
   const [dispatch] = recorder.finish(op);
   const free = () => {
     recorder.destroy();
@@ -181,7 +193,7 @@ if (lever) {
   }
 }
 
-const checks = new Map<string, Series>(shapes.flatMap(([, M, N, K]) => series(M, N, K).map((s): [string, Series] => [`${s[2] === plain ? "" : `${lever!.id} `}${s[1]}`, s])));
+const checks = new Map<string, Series>(shapes.flatMap(([, M, N, K, os]) => series(M, N, K, os).map((s): [string, Series] => [`${s[2] === plain ? "" : `${lever!.id} `}${s[1]}`, s])));
 for (const [name, [, op, pipelines]] of checks) {
   // The vec4 kernels need multiples of 4 in their contiguous dimensions: check them at an odd multiple.
   const [M, N, K] = op.includes("vec4") ? [132, 260, 68] : [37, 65, 100];
@@ -195,11 +207,12 @@ for (const [name, [, op, pipelines]] of checks) {
 }
 
 const results = [];
-for (const [label, M, N, K] of shapes) {
-  for (const [name, op, pipelines] of series(M, N, K)) {
+for (const [label, M, N, K, os] of shapes) {
+  for (const [name, op, pipelines] of series(M, N, K, os)) {
     const s = await seconds(pipelines, op, M, N, K);
-    results.push({ series: name, op, label, M, N, K, seconds: s, gflops: (2 * M * N * K) / s / 1e9 });
-    console.error(`${label} ${name} (${op}): ${((2 * M * N * K) / s / 1e12).toFixed(2)} TFLOP/s`);
+    const S = splits(pipelines, op, M, N, K);
+    results.push({ series: name, op, label, M, N, K, splits: S, seconds: s, gflops: (2 * M * N * K) / s / 1e9 });
+    console.error(`${label} ${name} (${op}${S > 1 ? `, K cut ${S} ways` : ""}): ${((2 * M * N * K) / s / 1e12).toFixed(2)} TFLOP/s`);
   }
 }
 const timing = stamps ? "GPU timestamps around each pass" : "wall clock from submit to queue done (no timestamp queries)";

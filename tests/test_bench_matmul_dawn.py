@@ -30,6 +30,18 @@ def test_a_lever_is_gated_checked_and_timed_beside_the_plain_kernels(tmp_path):
     assert all(r["seconds"] > 0 and r["gflops"] > 0 for r in out["results"])
 
 
+def test_a_weight_gradient_runs_the_tables_kernel_cut_along_k_as_the_graph_cuts_it(tmp_path):
+    bench = node.build_cli(ROOT, tmp_path / "dist-cli")["matmul_dawn"]
+    # C[64,128] = Aᵀ·B over 4096 rows, tn alone: the 64 block's 2 x 1 grid is cut into 16 runs of 256 (graph.ts MIN_RUN).
+    run = subprocess.run(["node", str(bench), json.dumps([["dW", 64, 128, 4096, ["tn"]]])], cwd=tmp_path, env=ENV,
+                         capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    results = json.loads(run.stdout)["results"]
+    assert {r["series"] for r in results} == {"matmul tn", "kernel table tn"}, results
+    table = next(r for r in results if r["series"] == "kernel table tn")
+    assert table["op"] == "matmul_vec4_tn_64" and table["splits"] == 16, table
+
+
 def test_a_lever_that_is_not_built_is_named_with_those_that_are(tmp_path):
     bench = node.build_cli(ROOT, tmp_path / "dist-cli")["matmul_dawn"]
     run = subprocess.run(["node", str(bench), "[]", "--lever", "no-such-lever"], cwd=tmp_path, env=ENV,

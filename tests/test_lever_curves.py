@@ -50,6 +50,18 @@ def test_each_lever_has_a_passing_release_curve_on_its_current_shaders(lever):
             f"{doc['hardware']}): {REMEASURE}"
 
 
+@pytest.mark.parametrize("path", sorted(CURVES.parent.glob("gpu_curves_*.json")), ids=lambda p: p.name)
+def test_every_other_committed_curve_passed_on_the_shaders_its_levers_have_now(path):
+    # The curves on other presets (bench/lever_curves.py --preset ...), which the speedup page plots too.
+    doc = json.loads(path.read_text())
+    assert doc["rows"], f"{path.name} has no curve"
+    for row in doc["rows"]:
+        assert row["verdict"] == "pass", f"{path.name}: {row['levers']}: {row['verdict']}"
+        for lever, digest in row["shaders"].items():
+            assert digest == wgsl.lever_digest(ROOT, lever), \
+                f"{path.name}: {lever}'s shaders changed after this curve was measured ({doc['date']}): run `{doc['command']}` again, or delete the file"
+
+
 @pytest.mark.skipif(not node.dawn_driver(node.dawn_env()), reason="Dawn has no Vulkan driver here")
 def test_the_short_release_check_passes_for_every_lever_this_adapter_runs(tmp_path):
     out = tmp_path / "curves.json"

@@ -35,25 +35,30 @@ struct Params {
 #include "lib/matmul_vec4_store.wgsl"
 
 override SUBGROUP: u32 = 32u;
+const T = 16u; // the config's M, N and K
+const MAX_PER = 8u; // the most vec4s of each operand an invocation stages a step (PER)
 override BLOCK: u32 = 128u; // the edge of the block of C a workgroup computes, 128 or 64
 override SUBGROUPS = BLOCK / 16u; // each computes 32 rows by BLOCK / 2 columns of the block
 override INVOCATIONS = SUBGROUPS * SUBGROUP;
+override BK: u32 = 32u; // k per step, 32 or 64
+override PAD: u32 = 8u; // halves added to each staged row, so a matrix load's rows fall in different banks
 override VECS = BLOCK * BK / 4u; // vec4s of A (BLOCK x BK) or of B (BK x BLOCK) in one step
-override PER = VECS / INVOCATIONS; // one step's vec4s of each operand an invocation stages: 128 / SUBGROUP
-const BK = 32u;
-const T = 16u; // the config's M, N and K
+override PER = VECS / INVOCATIONS; // one step's vec4s of each operand an invocation stages: 4 * BK / SUBGROUP
+override ROW_MK = BK + PAD; // the staged rows' strides: [m][k] and [n][k] tiles
+override ROW_KN = BLOCK + PAD; // [k][m] and [k][n] tiles
+override TILE = BLOCK * ROW_MK; // halves of the larger of the two layouts (BLOCK >= BK)
 
 alias Left = subgroup_matrix_left<f16, T, T>; // <component, columns (K), rows (M)>
 alias Right = subgroup_matrix_right<f16, T, T>; // <component, columns (N), rows (K)>
 alias Result = subgroup_matrix_result<f32, T, T>;
 
-var<workgroup> tile_a: array<f16, BLOCK * BK>; // [m][k], or [k][m] for Aᵀ
-var<workgroup> tile_b: array<f16, BK * BLOCK>; // [k][n], or [n][k] for Bᵀ
+var<workgroup> tile_a: array<f16, TILE>; // [m][k], or [k][m] for Aᵀ
+var<workgroup> tile_b: array<f16, TILE>; // [k][n], or [n][k] for Bᵀ
 var<workgroup> scratch: array<f32, SUBGROUPS * T * T>; // one result matrix per subgroup on its way out
 
 struct Staged {
-  a: array<vec4<elem>, 8>, // PER of them: 128 / SUBGROUP, at most 8 (the lever takes subgroups of 16 to 128)
-  b: array<vec4<elem>, 8>,
+  a: array<vec4<elem>, MAX_PER>, // PER of them
+  b: array<vec4<elem>, MAX_PER>,
 }
 
 // Where the i-th vec4 of this invocation lies in a [rows][cols] block stored row by row.
@@ -104,26 +109,33 @@ fn scale(grad: u32, a_trans: bool) -> f32 {
   return exp2(ceil(log2(f32(select(p.M, p.K, a_trans)))));
 }
 
+// Where the i-th vec4 of this invocation goes in a staged [rows][cols] tile, whose rows are PAD longer.
+fn staged(t: u32, i: u32, cols: u32) -> u32 {
+  let at = slot(t, i, cols);
+  return at.x * (cols + PAD) + at.y;
+}
+
 // The fetched vec4s into the tiles as f16, each invocation writing the 4 halves of its own.
-fn stash(t: u32, s: Staged, sa: f32, sb: f32) {
+fn stash(t: u32, s: Staged, sa: f32, sb: f32, a_trans: bool, b_trans: bool) {
   for (var i = 0u; i < PER; i++) {
-    let j = (t + i * INVOCATIONS) * 4u;
+    let j = staged(t, i, select(BK, BLOCK, a_trans));
     let x = vec4<f16>(s.a[i] * sa);
     tile_a[j] = x.x; tile_a[j + 1u] = x.y; tile_a[j + 2u] = x.z; tile_a[j + 3u] = x.w;
+    let l = staged(t, i, select(BLOCK, BK, b_trans));
     let y = vec4<f16>(s.b[i] * sb);
-    tile_b[j] = y.x; tile_b[j + 1u] = y.y; tile_b[j + 2u] = y.z; tile_b[j + 3u] = y.w;
+    tile_b[l] = y.x; tile_b[l + 1u] = y.y; tile_b[l + 2u] = y.z; tile_b[l + 3u] = y.w;
   }
 }
 
 // The left matrix at rows r.. and k-step kk.., the right one at k-step kk.. and columns q...
 fn left(r: u32, kk: u32, a_trans: bool) -> Left {
-  if (a_trans) { return subgroupMatrixLoad<Left, col_major>(&tile_a, kk * BLOCK + r, BLOCK); }
-  return subgroupMatrixLoad<Left, row_major>(&tile_a, r * BK + kk, BK);
+  if (a_trans) { return subgroupMatrixLoad<Left, col_major>(&tile_a, kk * ROW_KN + r, ROW_KN); }
+  return subgroupMatrixLoad<Left, row_major>(&tile_a, r * ROW_MK + kk, ROW_MK);
 }
 
 fn right(kk: u32, q: u32, b_trans: bool) -> Right {
-  if (b_trans) { return subgroupMatrixLoad<Right, col_major>(&tile_b, q * BK + kk, BK); }
-  return subgroupMatrixLoad<Right, row_major>(&tile_b, kk * BLOCK + q, BLOCK);
+  if (b_trans) { return subgroupMatrixLoad<Right, col_major>(&tile_b, q * ROW_MK + kk, ROW_MK); }
+  return subgroupMatrixLoad<Right, row_major>(&tile_b, kk * ROW_KN + q, ROW_KN);
 }
 
 // A result matrix of this subgroup out through its scratch: 4 elements of a row per invocation
@@ -138,6 +150,8 @@ fn emit(out: u32, sg: u32, lane: u32, m: u32, n: u32, r: Result, unscale: f32) {
   workgroupBarrier();
 }
 
+// The accumulators are named, not an array: indexed in a loop, an array of them ran at a third
+// of the speed on the H200 (2026-12-02), as if it had left the registers.
 fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool, b_trans: bool) {
   let ks = split_range(wg.z, splits, p.K, BK);
   let out = wg.z * p.M * p.N;
@@ -152,7 +166,7 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool,
   let sb = scale(GRAD_B, a_trans);
   var next = fetch(t, m0, n0, ks.x, ks.y, a_trans, b_trans);
   for (var k0 = ks.x; k0 < ks.y; k0 += BK) {
-    stash(t, next, sa, sb);
+    stash(t, next, sa, sb, a_trans, b_trans);
     workgroupBarrier();
     // The next step's loads go out before this step's products.
     if (k0 + BK < ks.y) { next = fetch(t, m0, n0, k0 + BK, ks.y, a_trans, b_trans); }

@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type KernelTable, type Op, type Sizes, matmulOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -22,6 +22,17 @@ const MAX_SPLITS = 64;
 /** A matmul's sizes: out[M,N] over K. */
 type MNK = { M: number; N: number; K: number };
 const COLSUM_MAX_N = 64 * 65535; // colsum's one-dimensional grid
+
+/**
+ * The runs `kernel` cuts a reduction of `run` rows (or k steps) into at `sizes`: 1 where it cannot
+ * split or its grid already fills the GPU. Its `outputs` sums a run are added by colsum, whose
+ * grid bounds them.
+ */
+export function splitsFor(kernel: Kernel, sizes: Sizes, run: number, outputs: number): number {
+  if (!kernel.split || outputs > COLSUM_MAX_N) return 1;
+  const grid = kernel.workgroups({ ...sizes, splits: 1 }).reduce((a, b) => a * b);
+  return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
+}
 // Tokens and targets are u32; the split partials, the parameters and the loss stay f32 whatever
 // the kernels' activations are.
 const U32 = 4;
@@ -120,16 +131,9 @@ export class Graph {
     }
   }
 
-  /**
-   * Runs `op` cuts its reduction of `run` rows (or k steps) into, by the kernel's own fields:
-   * 1 where it cannot split or its grid already fills the GPU. Its `outputs` sums a run are
-   * added by colsum, whose grid bounds them.
-   */
+  /** Runs `op` of this graph's table cuts its reduction into (splitsFor). */
   private splits(op: Op, sizes: Sizes, run: number, outputs: number): number {
-    const kernel = this.kernels[op];
-    if (!kernel.split || outputs > COLSUM_MAX_N) return 1;
-    const grid = kernel.workgroups({ ...sizes, splits: 1 }).reduce((a, b) => a * b);
-    return Math.max(1, Math.min(MAX_SPLITS, Math.ceil(FILL / grid), Math.floor(run / MIN_RUN)));
+    return splitsFor(this.kernels[op], sizes, run, outputs);
   }
 
   /** Runs K is cut into for C[M,N] = Aᵀ·B (a weight gradient). */
@@ -151,7 +155,7 @@ export class Graph {
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
-    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => this.kSplits(matmulOp("tn", M, N, rows), M, N, rows) * M * N);
+    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows) * M * N);
     const biases = [C, 4 * C].map((N) => this.colsumSplits(rows, N) * N);
     const S = this.layernormSplits(rows, C);
     return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C);
@@ -218,7 +222,7 @@ export class Graph {
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A or GRAD_B). */
   private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK, grad: number): void {
-    const op = matmulOp("tn", M, N, K);
+    const op = weightGradOp(this.kernels, M, N, K);
     const S = this.kSplits(op, M, N, K);
     if (S === 1) {
       r.op(op, { M, N, K, flags: grad }, { 1: a, 2: b, 3: a, 4: out });

@@ -57,6 +57,12 @@ export interface Kernel {
   /** AdamW that also rewrites the mirror from the parameters it updated (binding 9: the whole mirror). */
   refreshesMirror: boolean;
   workgroups: (s: Sizes) => Workgroups;
+  /**
+   * The 128-block weight gradient's (matmul_vec4_tn) K from which the graph runs it, split along
+   * K, in place of the 64 block matmulOp picks for a small grid: where each split's run is long
+   * enough to pay for the larger block's fewer workgroups (the coop-matrix lever's; see its lever.ts).
+   */
+  fromK?: number;
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
@@ -133,4 +139,11 @@ export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
   if (!vec4) return `matmul_${o}`;
   if (M === 1 && o !== "tn") return `matvec_${o}`;
   return ceil(M, 128) * ceil(N, 128) < 128 ? `matmul_vec4_${o}_64` : `matmul_vec4_${o}`;
+}
+
+/** The weight-gradient kernel of a table for C[M,N] = Aᵀ·B over K rows: matmulOp's, or the 128 block from its `fromK` on. */
+export function weightGradOp(kernels: KernelTable, M: number, N: number, K: number): Op {
+  const op = matmulOp("tn", M, N, K);
+  const from = kernels.matmul_vec4_tn.fromK;
+  return op === "matmul_vec4_tn_64" && from !== undefined && K >= from ? "matmul_vec4_tn" : op;
 }

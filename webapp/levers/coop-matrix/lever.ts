@@ -1,13 +1,13 @@
 // The coop-matrix lever (facts.levers "coop-matrix"): the large vec4 matmuls (the linear layers'
-// forward and input-gradient products and the tied head, where their grids fill the GPU) on its
-// matrix units, through Chromium's experimental subgroup matrices
+// forward and input-gradient products and the tied head, where their grids fill the GPU, and the
+// weight gradients) on its matrix units, through Chromium's experimental subgroup matrices
 // (shaders/levers/coop-matrix/matmul_vec4.wgsl). Its table depends on the
 // adapter: a config the kernels are built for among those it reports (adapter.info
 // subgroupMatrixConfigs), and its one subgroup size, which the kernels' workgroups are made of.
 
 import matmulVec4 from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.wgsl";
 import { F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
-import { WIDE_SHAPE } from "../shapes";
+import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
 import type { GpuLever } from "../gpu";
 
 export const ID = "coop-matrix";
@@ -40,20 +40,41 @@ export function chooseConfig(reported: readonly SubgroupMatrixConfig[]): Subgrou
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
-// The ops it replaces and the block each computes: the 128-block products (matmulOp's choice of
-// block stands), the large grids, where the matrix units win (on the H200, 41-44 TFLOP/s against
-// 34-35 at Huge's layer shapes). Not the 64-block ones, the grids too small to fill the GPU: the
-// kernel's BLOCK 64 trained Small at 773k tok/s against the f32 kernels' 851k (2026-12-01, with
-// those ops in the table). Not matmul_vec4_tn at 128 either: no preset's weight gradient fills its
-// grid (they run the 64 block, split along K), so no gate shape could exercise it.
-const REPLACED: [Op, number][] = [["matmul_vec4_nn", 128], ["matmul_vec4_nt", 128]];
+// The ops it replaces, with the block each computes and its k step (BK): the 128-block products
+// (matmulOp's choice of block stands) 64 deep, and the weight gradients, split along K, in 64
+// blocks 32 deep, or in 128 blocks 64 deep from K = LONG_K rows on (Kernel.fromK), where each
+// split's run is long enough for them. Not the 64-block nn and nt, the grids too small to fill the
+// GPU: there the f32 kernels were faster (Small 773k tok/s against 851k, 2026-12-01).
+const REPLACED: [Op, number, number][] = [
+  ["matmul_vec4_nn", 128, 64],
+  ["matmul_vec4_nt", 128, 64],
+  ["matmul_vec4_tn", 128, 64],
+  ["matmul_vec4_tn_64", 64, 32],
+];
+// On the H200 (2026-12-02) the 128 block ran Huge's weight gradients (K = 16384) at 66-98 TFLOP/s
+// against the 64 block's 41-47, Medium's (K = 6144) at 11.8 against 12.3, Small's (2048) at 4.8 against 7.0.
+const LONG_K = 8192;
 const grid = (block: number) => (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1];
-// Workgroup memory at BLOCK 128 (shaders/levers/coop-matrix/matmul_vec4.wgsl): f16 tiles of A and B, f32 scratch.
-const WORKGROUP_BYTES = 2 * (128 * 32 * 2) + 8 * 16 * 16 * 4;
+// The most vec4s of each operand an invocation stages a step (the shader's MAX_PER): 4 * BK / subgroup size.
+const MAX_PER = 8;
+// Workgroup memory of a block (shaders/levers/coop-matrix/matmul_vec4.wgsl): the f16 tiles of A
+// and B, rows PAD = 8 halves longer, and an f32 16x16 scratch for each of its BLOCK / 16 subgroups.
+const workgroupBytes = (BLOCK: number, BK: number) => 2 * BLOCK * (BK + 8) * 2 + (BLOCK / 16) * 16 * 16 * 4;
 
-/** The lever's kernels for workgroups of subgroups of `subgroupSize` invocations. */
-export function coopKernels(subgroupSize: number): Partial<KernelTable> {
-  return Object.fromEntries(REPLACED.map(([op, BLOCK]) => [op, { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK }, workgroups: grid(BLOCK) }]));
+/**
+ * The lever's kernels for workgroups of subgroups of `subgroupSize` invocations, each op at its own
+ * depth or else 32 deep where the deeper step stages more vec4s an invocation than the shader
+ * holds (subgroups of 16) or needs more workgroup memory than `maxBytes`; null where even 32 does.
+ */
+export function coopKernels(subgroupSize: number, maxBytes: number): Partial<KernelTable> | null {
+  const fits = (BLOCK: number, BK: number) => (4 * BK) / subgroupSize <= MAX_PER && workgroupBytes(BLOCK, BK) <= maxBytes;
+  const table: Partial<KernelTable> = {};
+  for (const [op, BLOCK, deep] of REPLACED) {
+    const BK = [deep, 32].find((bk) => fits(BLOCK, bk));
+    if (BK === undefined) return null;
+    table[op] = { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK, BK }, workgroups: grid(BLOCK), ...(op === "matmul_vec4_tn" ? { fromK: LONG_K } : {}) };
+  }
+  return table;
 }
 
 /** What the lever reads of an adapter: its info and the two limits its workgroups need. */
@@ -70,8 +91,8 @@ export interface MatrixAdapter {
 export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable> | null {
   const size = info.subgroupMinSize;
   if (!size || size !== info.subgroupMaxSize || size < 16 || size > 128 || !chooseConfig(info.subgroupMatrixConfigs ?? [])) return null;
-  if ((128 / 16) * size > limits.maxComputeInvocationsPerWorkgroup || WORKGROUP_BYTES > limits.maxComputeWorkgroupStorageSize) return null;
-  return coopKernels(size);
+  if ((128 / 16) * size > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return coopKernels(size, limits.maxComputeWorkgroupStorageSize);
 }
 
 export const COOP_MATRIX = {
@@ -80,6 +101,7 @@ export const COOP_MATRIX = {
   alsoNeeds: ["shader-f16", "subgroups"],
   wgslFeatures: ["subgroup_id"],
   forAdapter: (adapter) => coopTable({ info: adapter.info as MatrixInfo, limits: adapter.limits }),
-  // The wide shape alone: the small ones run none of its ops, and the 20-step curve trains on the first.
-  shapes: [WIDE_SHAPE],
+  // The wide shape (8192 rows: the 128 blocks, the weight gradients' too) and the first small one
+  // (its weight gradients' 64 blocks); the 20-step curve trains on the first.
+  shapes: [WIDE_SHAPE, GATE_SHAPES[0]],
 } satisfies GpuLever;
