@@ -129,11 +129,15 @@ def loss_table(page) -> list[tuple[int, float, float | None]]:
     return [(int(s), float(t), float(v) if v else None) for s, t, v in rows]
 
 
-def sample(page, prompt: str, *, temperature: float, top_k: int, length: int, timeout: float) -> tuple[str, int]:
-    """The sampled text, and how many times the output changed while it streamed."""
+def sample(page, prompt: str, *, temperature: float, top_k: int, length: int, timeout: float,
+           top_p: float = 1.0, seed: int | None = None) -> tuple[str, int]:
+    """The sampled text, and how many times the output changed while it streamed; seed None
+    leaves the field blank (the app draws one)."""
     page.fill("#prompt", prompt)
     page.fill("#temperature", str(temperature))
     page.fill("#top-k", str(top_k))
+    page.fill("#top-p", str(top_p))
+    page.fill("#sample-seed", "" if seed is None else str(seed))
     page.fill("#length", str(length))
     # Counts DOM updates of the output: a streamed sample updates it many times, a buffered one once.
     page.evaluate("""() => {

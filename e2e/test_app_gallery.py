@@ -52,7 +52,36 @@ def test_greedy_sampling_repeats_the_reference_while_the_window_slides(open_page
     expect(page.locator("#stat-backend")).to_contain_text("WebGPU" if backend == "webgpu" else "WebAssembly")
     sample(page, prompt.decode(), temperature=0, top_k=0, length=n, timeout=120)
     assert page.locator("#sample-out").text_content() == bytes(want["prompt"] + want["tokens"]).decode()
-    expect(page.locator("#sample-tps")).to_contain_text(re.compile(rf"^{n} tokens · [\d.]+k? tok/s · {'WebGPU' if backend == 'webgpu' else 'WebAssembly'}.*, KV cache$"))
+    expect(page.locator("#sample-tps")).to_contain_text(re.compile(rf"^{n} tokens · [\d.]+k? tok/s · {'WebGPU' if backend == 'webgpu' else 'WebAssembly'}.*, KV cache · seed \d+$"))
+    assert visit.problems() == []
+
+
+def test_a_seed_gives_the_same_text_again_a_tiny_top_p_is_greedy_and_copy_takes_the_text(open_page, browser_no_webgpu, dist, site_url):
+    model = gallery_models(dist)[0]
+    visit = open_app(open_page, browser_no_webgpu)
+    page = visit.page
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"], origin=site_url)
+    page.select_option("#gallery-select", model["id"])
+    page.click("#btn-gallery")
+    wait_state(page, "ready", 60)
+    hot = dict(temperature=1.2, top_k=0, length=48, timeout=60)
+    first, _ = sample(page, "The ", seed=7, **hot)
+    expect(page.locator("#sample-tps")).to_contain_text(re.compile(r"· seed 7$"))
+    assert sample(page, "The ", seed=7, **hot)[0] == first
+    assert sample(page, "The ", seed=8, **hot)[0] != first
+    # A blank seed draws one and says which: it gives that text again.
+    drawn, _ = sample(page, "The ", **hot)
+    seed = int(re.search(r"seed (\d+)$", page.locator("#sample-tps").text_content())[1])
+    assert sample(page, "The ", seed=seed, **hot)[0] == drawn
+    # A nucleus this small keeps the most likely byte alone: the greedy text, at any temperature.
+    greedy, _ = sample(page, "The ", temperature=0, top_k=0, length=48, timeout=60)
+    assert sample(page, "The ", top_p=1e-6, seed=3, **hot)[0] == greedy
+    page.click("#btn-sample-copy")
+    expect(page.locator("#sample-copy-status")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == page.locator("#sample-out").text_content()
+    page.fill("#top-p", "0")
+    page.click("#btn-sample")
+    expect(page.locator("#messages")).to_contain_text("Top-p must be a number above 0 up to 1.")
     assert visit.problems() == []
 
 

@@ -56,6 +56,14 @@ def test_inline_script_and_style_fail_the_build(tmp_path, body):
         checks.check(site(tmp_path, {"index.html": body}))
 
 
+def test_an_id_used_twice_on_a_page_fails_the_build_at_its_second_use(tmp_path):
+    out = site(tmp_path, {"index.html": '<input id="seed">\n<p>\n<input id="seed">'})
+    with pytest.raises(BuildError, match="id 'seed' is used twice") as e:
+        checks.check(out)
+    assert e.value.where == "dist/index.html:3"
+    checks.check(site(tmp_path, {"index.html": '<input id="seed"><input id="sample-seed">'}))
+
+
 def test_json_data_scripts_are_allowed(tmp_path):
     checks.check(site(tmp_path, {"index.html": '<script type="application/json">{"a": 1}</script>'}))
 

@@ -146,6 +146,8 @@ def test_cli_samples_a_gallery_model_as_the_reference_does(tmp_path):
 
     bad = cli("--model", str(ROOT / path), "--preset", "tiny")
     assert bad.returncode == 2 and b"give one of --model and --preset" in bad.stderr, bad.stderr
+    bad = cli("--model", str(ROOT / path), "--top-p", "1.5")
+    assert bad.returncode == 2 and b"--top-p must be in (0, 1]" in bad.stderr, bad.stderr
     run = cli("--model", str(ROOT / path), "--prompt", prompt.decode(), "--tokens", str(n), "--temperature", "0",
               "--levers", "none", "--stats", "stats.json")
     assert run.returncode == 0, run.stderr.decode()

@@ -132,6 +132,20 @@ def test_sampling_with_temperature_is_seeded_and_respects_top_k():
         model.pick_token(logits, -1.0, 0, np.random.default_rng(0))
 
 
+def test_top_p_keeps_the_fewest_most_likely_tokens_that_reach_p():
+    # Probabilities 0.5, 0.25, 0.125, 0.125: p 0.5 keeps id 0, 0.6 adds 1, 0.8 adds the lower of the tied 2 and 3.
+    logits = np.log([4.0, 2.0, 1.0, 1.0])
+    kept = lambda p: np.flatnonzero(model.draw_weights(logits, 1.0, 0, p)).tolist()  # noqa: E731
+    assert kept(1e-6) == [0] and kept(0.5) == [0] and kept(0.6) == [0, 1] and kept(0.8) == [0, 1, 2] and kept(1.0) == [0, 1, 2, 3]
+    assert kept(0.6) == np.flatnonzero(model.draw_weights(logits, 1.0, 3, 0.6)).tolist()
+    assert np.flatnonzero(model.draw_weights(logits, 1.0, 2, 0.6)).tolist() == [0]  # of the top 2 (2/3, 1/3)
+    draws = {model.pick_token(logits, 1.0, 0, np.random.default_rng(s), top_p=0.6) for s in range(200)}
+    assert draws == {0, 1}
+    for bad in (0.0, 1.5):
+        with pytest.raises(ValueError, match="top_p"):
+            model.draw_weights(logits, 1.0, 0, bad)
+
+
 def test_parameter_counts_follow_the_gpt2_closed_form():
     # Per block: two LayerNorms (4C), q/k/v/o (4C^2 + 4C), MLP (8C^2 + 5C) = 12C^2 + 13C.
     for p in FACTS["presets"]:

@@ -369,26 +369,38 @@ def window_start(start: int, length: int, block_size: int) -> int:
     return length - max(1, int(block_size * FACTS["sampling"]["slide_keep"]))
 
 
-def pick_token(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator) -> int:
-    """Temperature 0 is greedy: the argmax (lowest id on ties), no randomness used.
-    Otherwise softmax(logits / temperature) over the top_k largest (0 = all),
-    sampled by one uniform draw against the cumulative distribution."""
-    if temperature < 0:
-        raise ValueError(f"temperature must be >= 0, got {temperature}")
-    logits = np.asarray(logits, dtype=np.float64)
-    if temperature == 0:
-        return int(np.argmax(logits))
-    scaled = logits / temperature
+def draw_weights(logits: np.ndarray, temperature: float, top_k: int, top_p: float = 1.0) -> np.ndarray:
+    """The unnormalised probabilities a token is drawn from at temperature > 0: softmax(logits /
+    temperature) over the top_k largest (0 = all), then only the nucleus: the fewest most likely
+    tokens (the lower id first on ties, at least one) whose probabilities reach top_p of the rest."""
+    if not 0 < top_p <= 1:
+        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
+    scaled = np.asarray(logits, dtype=np.float64) / temperature
     if 0 < top_k < scaled.size:
         kth = np.sort(scaled)[-top_k]
         scaled = np.where(scaled < kth, -np.inf, scaled)
-    probs = np.exp(scaled - scaled.max())
-    cdf = np.cumsum(probs / probs.sum())
-    return int(min(np.searchsorted(cdf, rng.random(), side="right"), scaled.size - 1))
+    weights = np.exp(scaled - scaled.max())
+    if top_p < 1:
+        order = sorted(np.flatnonzero(weights), key=lambda i: (-weights[i], i))
+        n = min(len(order), int(np.searchsorted(np.cumsum(weights[order]), top_p * weights.sum(), side="left")) + 1)
+        weights[order[n:]] = 0
+    return weights
+
+
+def pick_token(logits: np.ndarray, temperature: float, top_k: int, rng: np.random.Generator, top_p: float = 1.0) -> int:
+    """Temperature 0 is greedy: the argmax (lowest id on ties), no randomness used. Otherwise one
+    uniform draw against the cumulative draw_weights, in id order (webapp/engine/sample.ts pickToken)."""
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0, got {temperature}")
+    if temperature == 0:
+        return int(np.argmax(logits))
+    weights = draw_weights(logits, temperature, top_k, top_p)
+    cdf = np.cumsum(weights / weights.sum())
+    return int(min(np.searchsorted(cdf, rng.random(), side="right"), weights.size - 1))
 
 
 def generate(config: GPTConfig, params: dict, prompt, max_new_tokens: int,
-             temperature: float = 1.0, top_k: int = 0, seed: int = 0) -> list[int]:
+             temperature: float = 1.0, top_k: int = 0, seed: int = 0, top_p: float = 1.0) -> list[int]:
     """The prompt's continuation, max_new_tokens token ids long."""
     rng = np.random.default_rng(seed)
     tokens = [int(t) for t in prompt]
@@ -397,7 +409,7 @@ def generate(config: GPTConfig, params: dict, prompt, max_new_tokens: int,
     start, out = max(0, len(tokens) - config.block_size), []
     for _ in range(max_new_tokens):
         start = window_start(start, len(tokens), config.block_size)
-        token = pick_token(next_logits(config, params, tokens[start:]), temperature, top_k, rng)
+        token = pick_token(next_logits(config, params, tokens[start:]), temperature, top_k, rng, top_p)
         tokens.append(token)
         out.append(token)
     return out

@@ -16,6 +16,9 @@ Each holds config, train (types.ts names), init_params (flat float32), steps
 [{x, y, lr, loss}] (constant lr, uniformly random tokens), prompt and logits
 (next_logits of the trained model) and l2 (each trained tensor's L2 norm).
 
+And top_p.json: the tokens the reference can draw (draw_weights above 0) from seeded logits
+under TOP_P's temperature, top-k and top-p: {logits, temperature, top_k, top_p, kept}.
+
 And sample.json: the greedy continuation of a prompt by a gallery model (SAMPLE), long enough
 for the sampling window to slide three times (facts.json sampling): {model (its path in the
 repository), prompt, max_new_tokens, tokens, min_margin (greedy_sample)}.
@@ -38,6 +41,7 @@ CASES = {
 }
 PROMPT = [72, 105, 33, 10, 84]
 ROOT = Path(__file__).resolve().parents[2]
+TOP_P = {"temperature": 1.5, "top_k": 12, "top_p": 0.7}
 SAMPLE = ("gallery/shakespeare-tiny.tinygpt", b"ROMEO:\nWhat light through yonder window breaks?", 100)
 
 
@@ -81,6 +85,9 @@ def write(folder: Path) -> None:
         doc["logits"] = model.next_logits(config, trainer.params, PROMPT).tolist()
         doc["l2"] = {k: float(np.linalg.norm(v.astype(np.float64))) for k, v in trainer.params.items()}
         (folder / f"{name}.json").write_text(json.dumps(doc))
+    logits = np.random.default_rng(3).normal(0, 1, 256).astype(np.float32)
+    kept = np.flatnonzero(model.draw_weights(logits, TOP_P["temperature"], TOP_P["top_k"], TOP_P["top_p"])).tolist()
+    (folder / "top_p.json").write_text(json.dumps({"logits": logits.tolist(), **TOP_P, "kept": kept}))
     path, prompt, n = SAMPLE
     ck = checkpoint.load(ROOT / path)
     (folder / "sample.json").write_text(json.dumps({"model": path, **greedy_sample(ck.config, ck.params, prompt, n)}))

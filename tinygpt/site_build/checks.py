@@ -1,5 +1,6 @@
 """The checks step: every internal link and #anchor in dist/ resolves, no page
-carries inline script or style (the CSP would block it), and the output fits
+carries inline script or style (the CSP would block it) or one id twice (a
+script's lookup would find the first), and the output fits
 Cloudflare Pages (facts.json "pages": size per file, number of files). A failure names the file and
 line that wrote the link (a Markdown line, or a template line for links and
 markup the templates write) and the page it broke."""
@@ -20,12 +21,15 @@ class PageScan(HTMLParser):
     def __init__(self):
         super().__init__(convert_charrefs=True)
         self.ids: set[str] = set()
+        self.repeated: list[tuple[str, int]] = []  # (an id already used on the page, line)
         self.links: list[tuple[str, int]] = []  # (URL, line in this HTML)
         self.inline: list[tuple[tuple[str, str], int]] = []  # ((what, a regex that finds it in a template), line)
         self._script_without_src = False
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
+        if attrs.get("id") in self.ids:
+            self.repeated.append((attrs["id"], self.getpos()[0]))
         for key in ("id",) + (("name",) if tag == "a" else ()):
             if attrs.get(key):
                 self.ids.add(attrs[key])
@@ -135,6 +139,9 @@ def check(out: Path, origins: Origins | None = None) -> int:
         for (what, pattern), line in scan.inline:
             where = origins.markup(page_url, pattern) if known else f"dist/{name}:{line}"
             problems.append((where, f"{name}: {what} is not allowed (the CSP blocks inline script and style)"))
+        for id_, line in scan.repeated:
+            where = origins.markup(page_url, rf'\bid="{re.escape(id_)}"') if known else f"dist/{name}:{line}"
+            problems.append((where, f"{name}: id {id_!r} is used twice on the page (line {line} repeats it)"))
         for link, line in scan.links:
             count += 1
             problem = _problem(out, scans, redirects, page_url, link)
@@ -169,4 +176,4 @@ def run(ctx: Context) -> str:
     check_redirects(ctx.out)
     n_files = check_limits(ctx.out)
     size = sum(p.stat().st_size for p in ctx.out.rglob("*") if p.is_file())
-    return f"{links} links ok, no inline script/style; {n_files} files, {size / 2**20:.1f} MiB (Pages limits ok)"
+    return f"{links} links ok, no inline script/style, no repeated id; {n_files} files, {size / 2**20:.1f} MiB (Pages limits ok)"

@@ -1,16 +1,25 @@
 // Sampling: prompt and settings in, bytes streamed back from the worker and
-// decoded as UTF-8 on the fly (a character may span several tokens).
+// decoded as UTF-8 on the fly (a character may span several tokens); the text
+// out to the clipboard.
 import type { WorkerClient } from "./client";
 import { $ } from "./dom";
 import * as fmt from "./format";
 import { backendName } from "./progress";
 
-function numberField(id: string, label: string, min: number, max: number, integer: boolean): number {
+function numberField(id: string, label: string, min: number, max: number, integer: boolean, aboveMin = false): number {
   const v = Number($<HTMLInputElement>(`#${id}`).value);
-  if (!Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
-    throw new Error(`${label} must be ${integer ? "a whole number" : "a number"} from ${min} to ${max}.`);
+  if (!Number.isFinite(v) || v < min || (aboveMin && v === min) || v > max || (integer && !Number.isInteger(v))) {
+    throw new Error(`${label} must be ${integer ? "a whole number" : "a number"} ${aboveMin ? "above" : "from"} ${min} ${aboveMin ? "up " : ""}to ${max}.`);
   }
   return v;
+}
+
+const MAX_SEED = 2 ** 32 - 1;
+
+/** The seed field's: blank draws a fresh one, which the result line then shows so the text can be had again. */
+function seedField(): number {
+  if ($<HTMLInputElement>("#sample-seed").value.trim() === "") return crypto.getRandomValues(new Uint32Array(1))[0];
+  return numberField("sample-seed", "Seed", 0, MAX_SEED, true);
 }
 
 export class SampleView {
@@ -22,6 +31,7 @@ export class SampleView {
   constructor(private client: WorkerClient, private onError: (text: string) => void) {
     $("#btn-sample").addEventListener("click", () => this.start());
     $("#btn-sample-stop").addEventListener("click", () => client.request("stopSample"));
+    $("#btn-sample-copy").addEventListener("click", () => void this.copy());
     client.on("token", (m) => {
       // Tokens so far, as data-tokens: a byte can be part of a character still to come.
       this.out.dataset.tokens = String(++this.tokens);
@@ -32,7 +42,7 @@ export class SampleView {
       this.out.dataset.done = "yes";
       // Which path wrote them: the backend and its fast paths (the pills' ids), through the KV cache.
       const paths = m.paths.length ? ` +${m.paths.join(" +")}` : "";
-      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache`;
+      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache · seed ${m.seed}`;
     });
   }
 
@@ -41,13 +51,27 @@ export class SampleView {
     this.text += s;
     this.out.textContent = this.text;
     this.out.scrollTop = this.out.scrollHeight;
+    $<HTMLButtonElement>("#btn-sample-copy").disabled = false;
+  }
+
+  /** The prompt and its continuation so far, as text; where the clipboard refuses, says why. */
+  private async copy(): Promise<void> {
+    const status = $("#sample-copy-status");
+    try {
+      await navigator.clipboard.writeText(this.text);
+      status.textContent = "Copied.";
+    } catch (e) {
+      status.textContent = `Could not copy: ${(e as Error).message || "the browser refused the clipboard"}.`;
+    }
   }
 
   private start(): void {
-    let temperature: number, topK: number, maxTokens: number;
+    let temperature: number, topK: number, topP: number, seed: number, maxTokens: number;
     try {
       temperature = numberField("temperature", "Temperature", 0, 2, false);
       topK = numberField("top-k", "Top-k", 0, 256, true);
+      topP = numberField("top-p", "Top-p", 0, 1, false, true);
+      seed = seedField();
       maxTokens = numberField("length", "Length", 1, 10000, true);
     } catch (e) {
       this.onError((e as Error).message);
@@ -61,6 +85,7 @@ export class SampleView {
     this.tokens = 0;
     this.out.dataset.tokens = "0";
     $("#sample-tps").textContent = "";
-    this.client.send({ type: "sample", prompt, temperature, topK, maxTokens });
+    $("#sample-copy-status").textContent = "";
+    this.client.send({ type: "sample", prompt, options: { temperature, topK, topP, seed, maxTokens } });
   }
 }

@@ -5,7 +5,7 @@
 //   node dist-cli/sample.js --model model.tinygpt --prompt "ROMEO:" --tokens 256
 //
 // Options: --preset id (instead of --model: its initial weights, for timing), --temperature X
-// (default 0.8; 0 is greedy), --top-k N, --seed N, --full-window (every byte re-runs the whole
+// (default 0.8; 0 is greedy), --top-k N, --top-p X (in (0, 1], default 1: no nucleus cut), --seed N, --full-window (every byte re-runs the whole
 // window, the path before the KV cache, kept to measure the gain), --repeat N (sample N times
 // after one untimed warm-up, the same seed each time, for a median on a noisy machine),
 // --stats path.json (tokens/s and the path: for bench/bench_sample.py), --quiet (no text on
@@ -17,7 +17,7 @@ import { type GPTTrainer, createBackend, createTrainer, loadTrainer, preset } fr
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--seed N] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
+const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--top-p X] [--seed N] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number, run } = CLI;
@@ -28,7 +28,7 @@ async function main(): Promise<void> {
     args = parseArgs({
       options: {
         model: { type: "string" }, preset: { type: "string" }, prompt: { type: "string" }, tokens: { type: "string" },
-        temperature: { type: "string" }, "top-k": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" },
+        temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" },
         repeat: { type: "string" }, stats: { type: "string" }, quiet: { type: "boolean" }, levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
@@ -39,10 +39,12 @@ async function main(): Promise<void> {
   const opts = {
     temperature: number("temperature", args.temperature, 0.8, true),
     topK: number("top-k", args["top-k"], 0),
+    topP: number("top-p", args["top-p"], 1, true),
     maxTokens: number("tokens", args.tokens, 256),
     seed: number("seed", args.seed, 1),
     fullWindow: !!args["full-window"],
   };
+  if (!(opts.topP > 0 && opts.topP <= 1)) fail(`--top-p must be in (0, 1], got ${opts.topP}`);
   const prompt = new TextEncoder().encode(args.prompt ?? "\n");
   const log = args.quiet ? () => {} : (s: string) => console.error(s);
   const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);

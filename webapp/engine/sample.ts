@@ -1,9 +1,10 @@
 // Sampling's two rules: which tokens the window (the KV cache) holds, and
 // picking the next byte from logits: greedy at temperature 0, otherwise
-// softmax(logits / temperature) restricted to the top k.
+// softmax(logits / temperature) restricted to the top k and the top-p nucleus.
 
 import { FACTS } from "./model";
 import type { Rng } from "./rng";
+import type { Draw } from "./types";
 
 /**
  * Where the window of a `length`-token text begins, given where it began before (facts.json
@@ -15,7 +16,12 @@ export function windowStart(start: number, length: number, blockSize: number): n
   return length - Math.max(1, Math.floor(blockSize * FACTS.sampling.slide_keep));
 }
 
-export function pickToken(logits: Float32Array, temperature: number, topK: number, rng: Rng): number {
+/**
+ * The next byte from `logits` (tinygpt/model.py pick_token): softmax(logits / temperature) over
+ * the top k, cut to the nucleus of top p (most likely first, the lower id first on ties, at least
+ * one), drawn by one uniform draw against the kept tokens in id order.
+ */
+export function pickToken(logits: Float32Array, { temperature, topK, topP = 1 }: Draw, rng: Rng): number {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
   if (temperature <= 0) return best;
@@ -28,6 +34,7 @@ export function pickToken(logits: Float32Array, temperature: number, topK: numbe
     probs[i] = Math.exp((logits[i] - logits[best]) / temperature);
     sum += probs[i];
   }
+  if (topP < 1) sum = nucleus(probs, sum * topP);
   let r = rng.uniform() * sum;
   for (let i = 0; i < logits.length; i++) {
     if (probs[i] === 0) continue;
@@ -35,4 +42,14 @@ export function pickToken(logits: Float32Array, temperature: number, topK: numbe
     if (r <= 0) return i;
   }
   return best;
+}
+
+/** Zeroes all but the fewest most likely tokens whose weights reach `mass`; returns their sum. */
+function nucleus(probs: Float64Array, mass: number): number {
+  const order = Array.from(probs.keys()).filter((i) => probs[i] > 0).sort((a, b) => probs[b] - probs[a] || a - b);
+  let kept = 0;
+  let n = 0;
+  while (n < order.length && (n === 0 || kept < mass)) kept += probs[order[n++]];
+  for (const i of order.slice(n)) probs[i] = 0;
+  return kept;
 }

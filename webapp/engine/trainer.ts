@@ -106,7 +106,7 @@ export class GPTTrainer implements Trainer {
       start = opts.fullWindow ? Math.max(0, context.length - T) : windowStart(start, context.length, T);
       // The cache holds context[was..length-1) when one token is new: decode it; else prefill the window.
       logits = logits && start === was && !opts.fullWindow ? await this.backend.decode(context[context.length - 1]) : await this.backend.prefill(Int32Array.from(context.slice(start)));
-      const token = pickToken(logits, opts.temperature, opts.topK, rng);
+      const token = pickToken(logits, opts, rng);
       context.push(token);
       out.push(token);
       onToken(token);

@@ -78,9 +78,14 @@ export interface Backend {
   dispose(): void;
 }
 
-export interface SampleOptions {
-  temperature: number; // 0 means greedy (argmax), deterministic
-  topK: number; // 0 means no top-k cut
+/** How the next byte is drawn (SampleOptions' share of it). */
+export interface Draw {
+  temperature: number; // 0: greedy (the argmax, lowest id on ties), no randomness used
+  topK: number; // keep the k largest logits; 0: all
+  topP?: number; // then the fewest most likely tokens whose probabilities reach this share (nucleus); 1 or absent: all
+}
+
+export interface SampleOptions extends Draw {
   maxTokens: number;
   seed?: number;
   /** Re-run the whole window (the last block_size tokens) for every token: the path before the KV cache, which benchmarks measure the cache against. */

@@ -1,6 +1,6 @@
 // The messages between the page (webapp/app) and the training worker. One
 // file so both sides agree; every message is a plain structured-clonable object.
-import type { BackendKind, HistoryPoint, ModelConfig, TrainConfig } from "../engine/types";
+import type { BackendKind, HistoryPoint, ModelConfig, SampleOptions, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
 import type { Fit } from "./fit";
 
@@ -91,7 +91,7 @@ export type ToWorker =
   | { type: "resume"; steps: number; intervals: Intervals }
   | { type: "stop" }
   | { type: "reset" }
-  | { type: "sample"; prompt: string; temperature: number; topK: number; maxTokens: number }
+  | { type: "sample"; prompt: string; options: Required<Pick<SampleOptions, "temperature" | "topK" | "topP" | "seed" | "maxTokens">> }
   | { type: "stopSample" }
   | { type: "export" }
   /** A model file, still on disk: the worker reads its preamble and header before the rest. */
@@ -152,7 +152,7 @@ export type FromWorker =
   /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
   | ({ type: "checked"; key: string } & Fit)
   | { type: "token"; bytes: Uint8Array }
-  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[] }
+  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number }
   | { type: "saved"; id: string; step: number; bytes: number }
   | { type: "checkpoints"; list: CheckpointInfo[] }
   | { type: "exported"; name: string; bytes: Uint8Array }

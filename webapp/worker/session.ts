@@ -4,7 +4,7 @@ import facts from "../../tinygpt/facts.json";
 import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
 import type { GPTTrainer } from "../engine/index";
 import type { Plan } from "../engine/checkpoint";
-import type { ModelConfig, RunRecord, TrainConfig } from "../engine/types";
+import type { ModelConfig, RunRecord, SampleOptions, TrainConfig } from "../engine/types";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
@@ -460,7 +460,7 @@ export class Session {
     this.setState("empty");
   }
 
-  async sample(prompt: string, temperature: number, topK: number, maxTokens: number): Promise<void> {
+  async sample(prompt: string, options: SampleOptions & { seed: number }): Promise<void> {
     const t = this.trainer;
     if (!t) return this.say("error", "There is no model to sample from yet.");
     this.stopSampling = false;
@@ -470,7 +470,7 @@ export class Session {
     const t0 = performance.now();
     let n = 0;
     try {
-      await t.sample(new TextEncoder().encode(prompt), { temperature, topK, maxTokens }, (byte) => {
+      await t.sample(new TextEncoder().encode(prompt), options, (byte) => {
         n++;
         this.post({ type: "token", bytes: Uint8Array.of(byte) });
       }, async () => {
@@ -483,7 +483,7 @@ export class Session {
       else this.say("error", `Sampling failed: ${describe(e)}`);
     }
     const seconds = (performance.now() - t0) / 1000;
-    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths });
+    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed });
     this.setState(previous);
   }
 

@@ -107,7 +107,7 @@ async function handle(msg: ToWorker): Promise<void> {
         await checkpoints();
       });
     case "sample":
-      return exclusive(() => session.sample(msg.prompt, msg.temperature, msg.topK, msg.maxTokens));
+      return exclusive(() => session.sample(msg.prompt, msg.options));
     case "export":
       return exclusive(() => session.exportModel());
     case "import":
