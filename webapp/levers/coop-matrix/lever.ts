@@ -40,20 +40,20 @@ export function chooseConfig(reported: readonly SubgroupMatrixConfig[]): Subgrou
 }
 
 const ceil = (a: number, b: number) => Math.ceil(a / b);
-// The ops it replaces, with the block each computes and its k step (BK): the 128-block products
-// (matmulOp's choice of block stands) 64 deep, and the weight gradients, split along K, in 64
-// blocks 32 deep, or in 128 blocks 64 deep from K = LONG_K rows on (Kernel.fromK), where each
-// split's run is long enough for them. Not the 64-block nn and nt, the grids too small to fill the
-// GPU: there the f32 kernels were faster (Small 773k tok/s against 851k, 2026-12-01).
-const REPLACED: [Op, number, number][] = [
+// The ops it replaces, with the block each computes, its k step (BK) and, for the 128-block
+// weight gradient, the K it runs from (Kernel.fromK): the 128-block products (matmulOp's choice of
+// block stands) 64 deep, and the weight gradients, split along K, in 64 blocks 32 deep, or in 128
+// blocks 64 deep from 8192 rows on, where each split's run is long enough for them. On the H200
+// (2026-12-02, side by side in one throwaway run) the 128 block ran Huge's (K = 16384) at 66-98
+// TFLOP/s against the 64 block's 41-47, Medium's (6144) at 11.8 against 12.3, Small's (2048) at 4.8
+// against 7.0. Not the 64-block nn and nt, the grids too small to fill the GPU: there the f32
+// kernels were faster (Small 773k tok/s against 851k, 2026-12-01).
+const REPLACED: [op: Op, block: number, bk: number, fromK?: number][] = [
   ["matmul_vec4_nn", 128, 64],
   ["matmul_vec4_nt", 128, 64],
-  ["matmul_vec4_tn", 128, 64],
+  ["matmul_vec4_tn", 128, 64, 8192],
   ["matmul_vec4_tn_64", 64, 32],
 ];
-// On the H200 (2026-12-02) the 128 block ran Huge's weight gradients (K = 16384) at 66-98 TFLOP/s
-// against the 64 block's 41-47, Medium's (K = 6144) at 11.8 against 12.3, Small's (2048) at 4.8 against 7.0.
-const LONG_K = 8192;
 const grid = (block: number) => (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1];
 // The most vec4s of each operand an invocation stages a step (the shader's MAX_PER): 4 * BK / subgroup size.
 const MAX_PER = 8;
@@ -69,10 +69,10 @@ const workgroupBytes = (BLOCK: number, BK: number) => 2 * BLOCK * (BK + 8) * 2 +
 export function coopKernels(subgroupSize: number, maxBytes: number): Partial<KernelTable> | null {
   const fits = (BLOCK: number, BK: number) => (4 * BK) / subgroupSize <= MAX_PER && workgroupBytes(BLOCK, BK) <= maxBytes;
   const table: Partial<KernelTable> = {};
-  for (const [op, BLOCK, deep] of REPLACED) {
+  for (const [op, BLOCK, deep, fromK] of REPLACED) {
     const BK = [deep, 32].find((bk) => fits(BLOCK, bk));
     if (BK === undefined) return null;
-    table[op] = { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK, BK }, workgroups: grid(BLOCK), ...(op === "matmul_vec4_tn" ? { fromK: LONG_K } : {}) };
+    table[op] = { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK, BK }, workgroups: grid(BLOCK), ...(fromK ? { fromK } : {}) };
   }
   return table;
 }
