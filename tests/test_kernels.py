@@ -357,6 +357,11 @@ def test_embedding(rng, B, T, C):
     got = gpu.run("embedding", "embedding_backward_wte", params | {"flags": 2}, {1: tokens, 5: dout, 6: dwte0},
                   (-(-C // 64), V, 1), out=[6])[6]
     check("embedding", got, dwte + dwte0)
+    # Split over S runs of positions (the engine does this for long batches): S partial gradients.
+    S = min(B * T, 3)
+    got = gpu.run("embedding", "embedding_backward_wte", params, {1: tokens, 5: dout, 6: nans(S, V, C)},
+                  (-(-C // 64), V, S), out=[6])[6]
+    check("embedding", got.reshape(S, V, C).astype(np.float64).sum(0), dwte)
     start = np.full((block, C), 5.0, np.float32)
     got = gpu.run("embedding", "embedding_backward_wpe", params, {5: dout, 7: start},
                   gpu.groups_1d(T * C), out=[7])[7].reshape(block, C)

@@ -151,6 +151,15 @@ export class Graph {
     return this.splits("layernorm_backward_params", { rows, C }, rows, C);
   }
 
+  /**
+   * Runs the positions are cut into for the token embedding's gradient: its grid (a workgroup per
+   * token and 64 columns) fills the GPU, but each workgroup scans every position for its token,
+   * so the runs are cut by length alone.
+   */
+  private wteSplits(rows: number): number {
+    return this.kernels.embedding_backward_wte.split ? Math.max(1, Math.min(MAX_SPLITS, Math.floor(rows / MIN_RUN))) : 1;
+  }
+
   /** The largest partials buffer a split reduction needs in this graph. */
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
@@ -158,7 +167,7 @@ export class Graph {
     const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows) * M * N);
     const biases = [C, 4 * C].map((N) => this.colsumSplits(rows, N) * N);
     const S = this.layernormSplits(rows, C);
-    return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C);
+    return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C, this.wteSplits(rows) * V * C);
   }
 
   /** Where LayerNorm's bias partials start, after its weight partials, at a bindable offset (bytes). */
@@ -361,7 +370,15 @@ export class Graph {
       this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, true);
       this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
     }
-    r.op("embedding_backward_wte", { B, T, C, V, flags: ACCUMULATE }, { 1: this.tokens, 5: d.res, 6: this.g("token_embedding.weight") });
+    const dwte = this.g("token_embedding.weight");
+    const S = this.wteSplits(BT);
+    if (S === 1) {
+      r.op("embedding_backward_wte", { B, T, C, V, flags: ACCUMULATE }, { 1: this.tokens, 5: d.res, 6: dwte });
+    } else {
+      const partials = this.partials(S * V * C);
+      r.op("embedding_backward_wte", { B, T, C, V, flags: 0, splits: S }, { 1: this.tokens, 5: d.res, 6: partials });
+      r.op("colsum", { M: S, N: V * C, K: 0, flags: ACCUMULATE }, { 1: partials, 4: dwte });
+    }
     r.op("embedding_backward_wpe", { B, T, C, V, flags: 0 }, { 5: d.res, 7: this.g("position_embedding.weight") });
   }
 

@@ -106,7 +106,8 @@ export const F32_KERNELS = {
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
   layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
   embedding_forward: kernel("embedding", "embedding_forward", (s) => elementwise(s.B * s.T * s.C)),
-  embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, 1]),
+  // `splits` cuts the positions along grid z.
+  embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, s.splits ?? 1], true),
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
   gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
   gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
