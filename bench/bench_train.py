@@ -186,8 +186,9 @@ def main():
             results.append(row)
             for config, g in row["webgpu"].items():
                 line = f"{pid:7s} webgpu {label(config):40s} " + (f"{g['tokens_per_s']:12.0f} tok/s" if "tokens_per_s" in g else "did not run: " + g.get("error", "?").strip().splitlines()[-1])
-                if config == "none" or "," in config:
-                    for r in (g.get("profile") or [])[:8]:
+                if (config == "none" or "," in config) and g.get("profile"):
+                    line += f"\n    profile ({g.get('profile_timing')} timing):"
+                    for r in g["profile"][:8]:
                         line += f"\n    {r['ms']:8.2f} ms {r['dispatches']:3d} x {r['op']} ({r['workgroups']} wg)"
                 print(line, flush=True)
             for mode, r in row["pytorch"].items():

@@ -26,7 +26,8 @@ export async function dawnGpu(wanted: string, toggle: boolean, fail: (message: s
   const chosen = wanted === "all" ? GPU_LEVERS.map((l) => l.id) : wanted === "none" ? [] : wanted.split(",");
   for (const id of chosen) if (!known.includes(id)) fail(`--levers: no GPU lever ${JSON.stringify(id)} (there are: ${known.join(", ") || "none"})`);
   Object.assign(globalThis, globals);
-  const gpu = create(toggle ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
+  // Dawn rounds timestamps (a browser's defence against timing attacks); a profile wants them whole.
+  const gpu = create(["disable-dawn-features=timestamp_quantization", ...(toggle ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : [])]);
   const adapter = await gpu.requestAdapter({ powerPreference: "high-performance" });
   if (!adapter) fail("Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver)");
   const gated = await gpuLevers({ gpu }, adapter, BUILT_LEVERS.filter((l) => chosen.includes(l.id)), gpu.wgslLanguageFeatures);

@@ -7,9 +7,9 @@
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
 // --f16 (weights stored as f16, as gallery files are),
 // --stats path.json (timings, every step's loss, the levers' verdicts: for the
-// benchmarks), --profile (after saving, time one more step dispatch by dispatch
-// and list the ops by time), --quiet; --levers and --dawn-f16-toggle as
-// webapp/cli/gpu.ts says.
+// benchmarks), --profile (after saving, time one more step dispatch by dispatch,
+// by GPU timestamps where the adapter has them, and list the ops by time), --quiet;
+// --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
@@ -73,7 +73,9 @@ async function main(): Promise<void> {
   }
 
   const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
-  const backend = await createBackend("webgpu", p.model, train, gpu.options);
+  // The profile times each dispatch by the GPU's clock where it can.
+  const stamps: GPUFeatureName[] = args.profile && gpu.options.adapter?.features.has("timestamp-query") ? ["timestamp-query"] : [];
+  const backend = await createBackend("webgpu", p.model, train, { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps] });
   const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
@@ -111,10 +113,12 @@ async function main(): Promise<void> {
   writeFileSync(args.out, writeCheckpoint(await trainer.checkpoint(!args["no-optimizer"]), { producer: "tinygpt-node", f16: args.f16 }));
   log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps`);
   let profile: { op: string; dispatches: number; workgroups: number; ms: number }[] | undefined;
+  let profileTiming: string | undefined;
   if (args.profile && backend instanceof GpuBackend) {
     const { x, y } = trainBatch(splitCorpus(corpus, p.model.block_size), train.batch_size, p.model.block_size, train.seed, trainer.step);
     const byOp = new Map<string, { op: string; dispatches: number; workgroups: number; ms: number }>();
-    for (const d of await backend.profileStep(x, y, train.lr)) {
+    const { timing, dispatches } = await backend.profileStep(x, y, train.lr);
+    for (const d of dispatches) {
       const key = `${d.op} ${d.workgroups}`;
       const row = byOp.get(key) ?? { op: d.op, dispatches: 0, workgroups: d.workgroups, ms: 0 };
       row.dispatches++;
@@ -123,11 +127,12 @@ async function main(): Promise<void> {
     }
     profile = [...byOp.values()].sort((a, b) => b.ms - a.ms);
     const total = profile.reduce((a, r) => a + r.ms, 0);
-    log(`profile: one step dispatch by dispatch, ${total.toFixed(1)} ms in all (each dispatch waited on alone)`);
+    log(`profile: one step dispatch by dispatch, ${total.toFixed(1)} ms in all (${timing === "gpu" ? "GPU timestamps around each dispatch's pass: the gaps between dispatches are not in it" : "host clock, each dispatch submitted and waited on alone"})`);
+    profileTiming = timing;
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile, profile_timing: profileTiming };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();

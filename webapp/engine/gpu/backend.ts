@@ -16,6 +16,14 @@ import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable, type Op } from "./kernels"
 const MAX_IN_FLIGHT = 3;
 const PARTIALS_MAX = 1024;
 const LOST_GRACE_MS = 2000;
+// The most queries a timestamp query set holds (WebGPU's limit): two a dispatch in profileStep.
+const MAX_QUERIES = 4096;
+
+/** profileStep's answer: each dispatch of a training step, in order, with its time. */
+export interface StepProfile {
+  timing: "gpu" | "host";
+  dispatches: { op: string; workgroups: number; ms: number }[];
+}
 
 /**
  * Whether the table keeps a packed-half mirror of the parameters (storage-f16): some matmul reads
@@ -314,10 +322,12 @@ export class GpuBackend implements Backend {
   }
 
   /**
-   * One training step run a dispatch at a time, each timed from submit to
-   * completion: where a step's time goes, per op (it trains, like trainStep).
+   * One training step with each dispatch in a compute pass of its own: where a step's time goes,
+   * per op (it trains, like trainStep). On a device with timestamp queries, one submission and the
+   * GPU's time of each pass ("gpu"); else each dispatch submitted and waited on alone, timed by
+   * the host's clock ("host"), which adds a submit and a wait (tens of microseconds) to every one.
    */
-  profileStep(x: Int32Array, y: Int32Array, lr: number): Promise<{ op: string; workgroups: number; ms: number }[]> {
+  profileStep(x: Int32Array, y: Int32Array, lr: number): Promise<StepProfile> {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       this.writeTokens(this.trainGraph, x, y);
@@ -325,15 +335,35 @@ export class GpuBackend implements Backend {
       const { beta1, beta2 } = this.train;
       this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
       await this.gpu.queue.onSubmittedWorkDone();
-      const out = [];
-      for (const d of this.stepPlan) {
+      const plan = this.stepPlan;
+      const row = (d: Dispatch, ms: number) => ({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
+      const queries = 2 * plan.length;
+      if (this.gpu.features.has("timestamp-query") && queries <= MAX_QUERIES) {
+        const set = this.gpu.createQuerySet({ type: "timestamp", count: queries });
+        const resolved = this.gpu.createBuffer({ size: queries * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+        const enc = this.gpu.createCommandEncoder();
+        plan.forEach((d, i) => {
+          const pass = enc.beginComputePass({ timestampWrites: { querySet: set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
+          encode(pass, [d]);
+          pass.end();
+        });
+        enc.resolveQuerySet(set, 0, queries, resolved, 0);
+        const words = new Uint32Array((await this.submitAndRead(enc, resolved, 0, queries * 8)).buffer);
+        set.destroy();
+        resolved.destroy();
+        const ns = (i: number) => words[2 * i] + words[2 * i + 1] * 2 ** 32;
+        this.watch.check();
+        return { timing: "gpu" as const, dispatches: plan.map((d, i) => row(d, (ns(2 * i + 1) - ns(2 * i)) / 1e6)) };
+      }
+      const dispatches = [];
+      for (const d of plan) {
         const start = performance.now();
         this.gpu.queue.submit([this.run([d]).finish()]);
         await this.gpu.queue.onSubmittedWorkDone();
-        out.push({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms: performance.now() - start });
+        dispatches.push(row(d, performance.now() - start));
       }
       this.watch.check();
-      return out;
+      return { timing: "host" as const, dispatches };
     });
   }
 

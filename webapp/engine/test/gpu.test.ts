@@ -59,7 +59,7 @@ test("webgpu: the split policy is the kernel table's: weight-gradient matmuls ma
     try {
       if (Object.keys(kernels).length) await replayReference(b, r, "split, weight gradients whole");
       const last = r.steps[r.steps.length - 1];
-      return (await b.profileStep(Int32Array.from(last.x), Int32Array.from(last.y), last.lr)).map((d) => d.op);
+      return (await b.profileStep(Int32Array.from(last.x), Int32Array.from(last.y), last.lr)).dispatches.map((d) => d.op);
     } finally {
       b.dispose();
     }
