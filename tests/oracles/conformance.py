@@ -19,10 +19,16 @@ Each holds config, train (types.ts names), init_params (flat float32), steps
 And top_p.json: the tokens the reference can draw (draw_weights above 0) from seeded logits
 under TOP_P's temperature, top-k and top-p: {logits, temperature, top_k, top_p, kept}.
 
+And kernels.json: the reference's matrix products on random inputs, for kernels only a GPU with
+subgroup matrices runs (the coop-matrix lever's; its tests read this where wgpu-py cannot compile
+them): {matmul: [{M, N, K, a [M,K], b [K,N], bias [N], c0 [M,N], ab}]}, the arrays as base64
+float32.
+
 And sample.json: the greedy continuation of a prompt by a gallery model (SAMPLE), long enough
 for the sampling window to slide three times (facts.json sampling): {model (its path in the
 repository), prompt, max_new_tokens, tokens, min_margin (greedy_sample)}.
 """
+import base64
 import json
 from pathlib import Path
 
@@ -40,6 +46,8 @@ CASES = {
               TrainConfig(batch_size=13, lr=1e-2, warmup_steps=0, seed=11), 2, 12),
 }
 PROMPT = [72, 105, 33, 10, 84]
+# (M, N, K): no multiple of a 64 block (multiples of 4, for 16-byte loads); long enough to split along K.
+MATMUL = [(200, 136, 72), (64, 128, 1024)]
 ROOT = Path(__file__).resolve().parents[2]
 TOP_P = {"temperature": 1.5, "top_k": 12, "top_p": 0.7}
 SAMPLE = ("gallery/shakespeare-tiny.tinygpt", b"ROMEO:\nWhat light through yonder window breaks?", 100)
@@ -76,6 +84,19 @@ def reference_run(config: model.GPTConfig, train: TrainConfig, steps: int, data_
     return doc, trainer
 
 
+def kernel_cases(seed: int = 7) -> dict:
+    """kernels.json's cases (see the module's docstring)."""
+    rng = np.random.default_rng(seed)
+    f32 = lambda *shape: rng.standard_normal(shape).astype(np.float32)  # noqa: E731
+    flat = lambda a: base64.b64encode(np.asarray(a, np.float32).tobytes()).decode()  # noqa: E731
+    matmul = []
+    for M, N, K in MATMUL:
+        a, b, bias, c0 = f32(M, K), f32(K, N), f32(N), f32(M, N)
+        matmul.append({"M": M, "N": N, "K": K, "a": flat(a), "b": flat(b), "bias": flat(bias), "c0": flat(c0),
+                       "ab": flat(a.astype(np.float64) @ b)})
+    return {"matmul": matmul}
+
+
 def write(folder: Path) -> None:
     """Every case as folder/<name>.json."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -88,6 +109,7 @@ def write(folder: Path) -> None:
     logits = np.random.default_rng(3).normal(0, 1, 256).astype(np.float32)
     kept = np.flatnonzero(model.draw_weights(logits, TOP_P["temperature"], TOP_P["top_k"], TOP_P["top_p"])).tolist()
     (folder / "top_p.json").write_text(json.dumps({"logits": logits.tolist(), **TOP_P, "kept": kept}))
+    (folder / "kernels.json").write_text(json.dumps(kernel_cases()))
     path, prompt, n = SAMPLE
     ck = checkpoint.load(ROOT / path)
     (folder / "sample.json").write_text(json.dumps({"model": path, **greedy_sample(ck.config, ck.params, prompt, n)}))

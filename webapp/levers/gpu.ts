@@ -44,6 +44,8 @@ interface LeverBase {
   wgslFeatures?: string[];
   /** Models whose training step runs every op it replaces, instead of GATE_SHAPES (the gate refuses a table it cannot exercise). */
   shapes?: GateShape[];
+  /** Its kernels round operands to f16 (sums stay f32): the backend conformance suite holds its table to facts.conformance.f16. */
+  f16?: boolean;
 }
 
 /** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */

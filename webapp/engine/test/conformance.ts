@@ -26,7 +26,11 @@ import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../types";
 import { ROOT, f32, fixture, l2, readJson, rel } from "./fixtures";
 
-const POLICY = facts.conformance;
+/** The tolerances a subject is held to (facts.conformance). */
+export interface Policy { first_loss_rel: number; loss_rel: number; logits_of_max: number; l2_rel: number; noise_steps_of_lr: number }
+export const F32_POLICY: Policy = facts.conformance;
+/** For kernel tables that round operands to f16 (facts.conformance.f16 says why and by how much). */
+export const F16_POLICY: Policy = { ...facts.conformance, ...facts.conformance.f16 };
 
 export interface Subject {
   /** Names the subject in every test title. */
@@ -37,6 +41,8 @@ export interface Subject {
   refuses?: RegExp;
   /** Skip the whole subject, saying why (no adapter here, no relaxed SIMD in this engine). */
   skip?: string | false;
+  /** Its tolerances: F32_POLICY unless given. */
+  policy?: Policy;
   /** Gets the golden run's trained file and its final loss (tests/test_engine_node.py reads them back in Python). */
   trained?(file: Uint8Array, finalLoss: number): void;
 }
@@ -75,32 +81,32 @@ export const reference = (name: string) => conformanceFile<Reference>(name);
 const sampleReference = () => conformanceFile<{ model: string; prompt: number[]; max_new_tokens: number; tokens: number[]; min_margin: number }>("sample");
 
 /** Step i's loss against the reference: the first step is held closer (no update has compounded yet). */
-function checkLosses(got: number[], want: number[], what: string): void {
+function checkLosses(got: number[], want: number[], what: string, p: Policy): void {
   got.forEach((loss, i) => {
-    const tol = i === 0 ? POLICY.first_loss_rel : POLICY.loss_rel;
+    const tol = i === 0 ? p.first_loss_rel : p.loss_rel;
     assert.ok(rel(loss, want[i]) < tol, `${what} step ${i}: loss ${loss} vs reference ${want[i]} (tolerance ${tol})`);
   });
 }
 
-function checkLogits(got: Float32Array, want: ArrayLike<number>, what: string): void {
+function checkLogits(got: Float32Array, want: ArrayLike<number>, what: string, p: Policy): void {
   assert.equal(got.length, want.length, `${what}: logits length`);
   let scale = 0;
   for (let i = 0; i < want.length; i++) scale = Math.max(scale, Math.abs(want[i]));
   let worst = 0;
   for (let i = 0; i < got.length; i++) worst = Math.max(worst, Math.abs(got[i] - want[i]));
-  assert.ok(worst < POLICY.logits_of_max * scale, `${what}: logits differ by up to ${worst} (largest |logit| ${scale})`);
+  assert.ok(worst < p.logits_of_max * scale, `${what}: logits differ by up to ${worst} (largest |logit| ${scale})`);
 }
 
 
 /** Each tensor's L2 norm; noise tensors element by element, near their start (facts.conformance says why). */
-function checkWeights(model: ModelConfig, params: Float32Array, init: Float32Array, l2s: Record<string, number>, lrs: number[], what: string): void {
-  const drift = POLICY.noise_steps_of_lr * lrs.reduce((a, b) => a + b, 0);
+function checkWeights(model: ModelConfig, params: Float32Array, init: Float32Array, l2s: Record<string, number>, lrs: number[], what: string, p: Policy): void {
+  const drift = p.noise_steps_of_lr * lrs.reduce((a, b) => a + b, 0);
   for (const t of tensorLayout(model)) {
     const got = params.subarray(t.offset, t.offset + t.size);
     if (t.noiseGradient) {
       got.forEach((v, i) => assert.ok(Math.abs(v - init[t.offset + i]) <= drift, `${what} ${t.name}[${i}] moved ${v - init[t.offset + i]}, more than ${drift}`));
     } else {
-      assert.ok(rel(l2(got), l2s[t.name]) < POLICY.l2_rel, `${what} ${t.name}: L2 ${l2(got)} vs reference ${l2s[t.name]}`);
+      assert.ok(rel(l2(got), l2s[t.name]) < p.l2_rel, `${what} ${t.name}: L2 ${l2(got)} vs reference ${l2s[t.name]}`);
     }
   }
 }
@@ -108,22 +114,22 @@ function checkWeights(model: ModelConfig, params: Float32Array, init: Float32Arr
 const ids = (a: number[]) => Int32Array.from(a);
 
 /** Trains `b` through a reference's steps and checks each loss, the trained weights and the next logits. */
-export async function replayReference(b: Backend, r: Reference, what: string): Promise<void> {
+export async function replayReference(b: Backend, r: Reference, what: string, p: Policy = F32_POLICY): Promise<void> {
   const init = Float32Array.from(r.init_params);
   await b.setState({ params: init, step: 0 });
   const losses = [];
   for (const st of r.steps) losses.push(await b.trainStep(ids(st.x), ids(st.y), st.lr));
-  checkLosses(losses, r.steps.map((st) => st.loss), what);
-  checkWeights(r.config, (await b.getState()).params, init, r.l2, r.steps.map((st) => st.lr), what);
-  checkLogits(await b.prefill(ids(r.prompt)), r.logits, `${what} next`);
-  await checkCache(b, r.config, ids(r.steps[0].x.slice(0, r.config.block_size)), what);
+  checkLosses(losses, r.steps.map((st) => st.loss), what, p);
+  checkWeights(r.config, (await b.getState()).params, init, r.l2, r.steps.map((st) => st.lr), what, p);
+  checkLogits(await b.prefill(ids(r.prompt)), r.logits, `${what} next`, p);
+  await checkCache(b, r.config, ids(r.steps[0].x.slice(0, r.config.block_size)), what, p);
 }
 
 /**
  * The KV cache: a window filled a token at a time by decode ends with the logits one prefill of
  * it gives, at every length checked; a full cache, and one the parameters changed under, refuse.
  */
-async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: string): Promise<void> {
+async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: string, p: Policy): Promise<void> {
   const T = model.block_size;
   const checks = new Map<number, Float32Array>();
   for (const n of new Set([2, Math.ceil(T / 2), T])) if (n <= T) checks.set(n, await b.prefill(x.subarray(0, n)));
@@ -131,7 +137,7 @@ async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: s
   for (let n = 2; n <= T; n++) {
     const logits = await b.decode(x[n - 1]);
     const want = checks.get(n);
-    if (want) checkLogits(logits, want, `${what} decode of ${n} tokens`);
+    if (want) checkLogits(logits, want, `${what} decode of ${n} tokens`, p);
   }
   await assert.rejects(b.decode(x[0]), /full/, `${what}: decode past block_size`);
   await b.prefill(x.subarray(0, 1));
@@ -141,6 +147,7 @@ async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: s
 
 export function conformance(s: Subject): void {
   const skip = s.skip ?? false;
+  const p = s.policy ?? F32_POLICY;
 
   test(`${s.name}: golden replay of the reference's 20 steps`, { skip }, async () => {
     const g = golden();
@@ -148,21 +155,21 @@ export function conformance(s: Subject): void {
     try {
       const init = f32(g.init_params);
       await b.setState({ params: init, step: 0 });
-      checkLogits(await b.prefill(ids(g.steps[0].x.slice(0, g.config.block_size))), f32(g.logits_step0), "initial");
+      checkLogits(await b.prefill(ids(g.steps[0].x.slice(0, g.config.block_size))), f32(g.logits_step0), "initial", p);
       // Every step issued before any loss is read: the pipelined path the app runs.
       const losses = await Promise.all(g.steps.map((st) => b.trainStep(ids(st.x), ids(st.y), st.lr)));
-      checkLosses(losses, g.steps.map((st) => st.loss_f32), "golden");
+      checkLosses(losses, g.steps.map((st) => st.loss_f32), "golden", p);
       const finalLoss = await b.loss(ids(g.steps[0].x), ids(g.steps[0].y));
-      assert.ok(rel(finalLoss, g.final.loss_f32) < POLICY.loss_rel, `loss after 20 steps ${finalLoss} vs ${g.final.loss_f32}`);
+      assert.ok(rel(finalLoss, g.final.loss_f32) < p.loss_rel, `loss after 20 steps ${finalLoss} vs ${g.final.loss_f32}`);
       const state = await b.getState();
       assert.equal(state.step, g.steps.length);
       // Its own count of what it holds covers at least parameters, gradients and both moments.
       assert.ok(b.residentBytes >= 16 * state.params.length, `residentBytes ${b.residentBytes} for ${state.params.length} parameters`);
       assert.deepEqual(tensorLayout(g.config).filter((t) => t.noiseGradient).map((t) => t.name), g.final.noise_tensors);
       const l2s = Object.fromEntries(Object.entries(g.final.params).map(([k, v]) => [k, v.l2]));
-      checkWeights(g.config, state.params, init, l2s, g.steps.map((st) => st.lr), "golden");
-      assert.ok(rel(l2(state.m!), g.final.m_l2) < POLICY.l2_rel, `Adam m L2 ${l2(state.m!)} vs ${g.final.m_l2}`);
-      assert.ok(rel(l2(state.v!), g.final.v_l2) < POLICY.l2_rel, `Adam v L2 ${l2(state.v!)} vs ${g.final.v_l2}`);
+      checkWeights(g.config, state.params, init, l2s, g.steps.map((st) => st.lr), "golden", p);
+      assert.ok(rel(l2(state.m!), g.final.m_l2) < p.l2_rel, `Adam m L2 ${l2(state.m!)} vs ${g.final.m_l2}`);
+      assert.ok(rel(l2(state.v!), g.final.v_l2) < p.l2_rel, `Adam v L2 ${l2(state.v!)} vs ${g.final.v_l2}`);
       // Greedy decoding is deterministic; the reference's choices are far from ties (min_margin).
       const trainer = new GPTTrainer(b, g.config, g.train, { step: g.steps.length });
       const opts = { temperature: 0, topK: 0, maxTokens: g.sample.max_new_tokens };
@@ -237,7 +244,7 @@ export function conformance(s: Subject): void {
         throw e;
       }
       try {
-        await replayReference(b, r, name);
+        await replayReference(b, r, name, p);
       } finally {
         b.dispose();
       }

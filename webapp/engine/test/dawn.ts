@@ -3,7 +3,9 @@ import { create, globals } from "webgpu";
 
 Object.assign(globalThis, globals);
 
-export const gpu: GPU = create([]);
+// TINYGPT_DAWN_F16_TOGGLE=1, on a GPU test host: Dawn's vulkan_enable_f16_on_nvidia, as the CLIs'
+// --dawn-f16-toggle, without which Dawn hides shader-f16 (and the coop-matrix lever) on NVIDIA.
+export const gpu: GPU = create(process.env.TINYGPT_DAWN_F16_TOGGLE ? ["enable-dawn-features=allow_unsafe_apis,vulkan_enable_f16_on_nvidia"] : []);
 
 /** Why GPU tests cannot run here, or null when Dawn finds an adapter. */
 export const noGpu: string | null = (await gpu.requestAdapter()) ? null : "Dawn found no WebGPU adapter (on Linux set VK_ICD_FILENAMES to a Vulkan driver, e.g. SwiftShader's from the chromium package)";

@@ -8,7 +8,7 @@ import { test } from "node:test";
 import assert from "node:assert/strict";
 import { writeFileSync } from "node:fs";
 import { gpu, noGpu } from "./dawn";
-import { conformance, reference, replayReference } from "./conformance";
+import { F16_POLICY, F32_POLICY, conformance, reference, replayReference } from "./conformance";
 import { f32, fixture, readJson } from "./fixtures";
 import { createGpuBackend } from "../gpu/backend";
 import { requestGpu } from "../gpu/device";
@@ -36,15 +36,16 @@ conformance({
   },
 });
 
-// The shipped levers, held to the f32 numbers like the plain kernels. An experimental one is held
-// to its gate and its own tests only: storage-f16's f16 weights are about 1e-3 off by design, past
-// this suite's f32 tolerances, and shipping such a lever will need tolerances of its own here.
+// The shipped levers, held to the f32 numbers like the plain kernels, or to facts.conformance.f16
+// where their kernels round operands to f16 (coop-matrix). An experimental one is held to its gate
+// and its own tests only.
 for (const lever of GPU_LEVERS) {
   const table = adapter ? tableOn(lever, adapter, gpu.wgslLanguageFeatures) : null;
   const own = table ? requestGpu(gpu, undefined, leverFeatures(lever)) : null;
   conformance({
     name: `webgpu + ${lever.id}`,
     make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: table! }),
+    policy: lever.f16 ? F16_POLICY : F32_POLICY,
     skip: noGpu ?? (table ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
   });
 }

@@ -104,4 +104,5 @@ export const COOP_MATRIX = {
   // The wide shape (8192 rows: the 128 blocks, the weight gradients' too) and the first small one
   // (its weight gradients' 64 blocks); the 20-step curve trains on the first.
   shapes: [WIDE_SHAPE, GATE_SHAPES[0]],
+  f16: true,
 } satisfies GpuLever;

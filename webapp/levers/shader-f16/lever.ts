@@ -31,4 +31,4 @@ export const SHAPES: GateShape[] = [
   { model: { vocab_size: 256, n_layer: 1, n_embd: 128, n_head: 2, block_size: 64 }, batch: 64 },
 ];
 
-export const SHADER_F16 = { id: ID, feature: "shader-f16", kernels: KERNELS, shapes: SHAPES } satisfies GpuLever;
+export const SHADER_F16 = { id: ID, feature: "shader-f16", kernels: KERNELS, shapes: SHAPES, f16: true } satisfies GpuLever;

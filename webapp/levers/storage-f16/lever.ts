@@ -39,4 +39,4 @@ export function storageF16Kernels(modules = MODULES): Partial<KernelTable> {
   return table;
 }
 
-export const STORAGE_F16 = { id: ID, feature: null, kernels: storageF16Kernels(), shapes: [...GATE_SHAPES, WIDE_SHAPE] } satisfies GpuLever;
+export const STORAGE_F16 = { id: ID, feature: null, kernels: storageF16Kernels(), shapes: [...GATE_SHAPES, WIDE_SHAPE], f16: true } satisfies GpuLever;

@@ -1,0 +1,124 @@
+// The coop-matrix lever's kernels against the numpy reference (kernels.json, which
+// tests/oracles/conformance.py writes), one dispatch each: every matmul of its table with the flags
+// the graph sets (BIAS with ACCUMULATE, GRAD_A and GRAD_B on operands too small for f16 unscaled)
+// and split along K. Only an adapter with subgroup matrices runs them (the H200 through Dawn, with
+// TINYGPT_DAWN_F16_TOGGLE=1); elsewhere each test says the adapter lacks them. The lever's gate
+// compares whole training steps; this finds the kernel.
+import assert from "node:assert/strict";
+import { after, test } from "node:test";
+import { join } from "node:path";
+import facts from "../../../tinygpt/facts.json";
+import { gpu, noGpu } from "../../engine/test/dawn";
+import { f32, readJson } from "../../engine/test/fixtures";
+import { requestGpu } from "../../engine/gpu/device";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes } from "../../engine/gpu/kernels";
+import { packParams } from "../../engine/gpu/recorder";
+import { leverFeatures, tableOn } from "../gpu";
+import { COOP_MATRIX } from "./lever";
+
+const TOLERANCE = facts.kernel_tolerance["coop-matrix"].max;
+
+interface MatmulCase { M: number; N: number; K: number; a: string; b: string; bias: string; c0: string; ab: string }
+const conformance = process.env.TINYGPT_CONFORMANCE;
+const cases = conformance ? readJson<{ matmul: MatmulCase[] }>(join(conformance, "kernels.json")) : null;
+
+const adapter = noGpu ? null : await gpu.requestAdapter();
+const table = adapter ? tableOn(COOP_MATRIX, adapter, gpu.wgslLanguageFeatures) : null;
+const device = table ? (await requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX))).device : null;
+// The device goes before the process does: Dawn torn down with a live one has aborted Node.
+after(() => device?.destroy());
+const skip = noGpu ?? (!cases ? "TINYGPT_CONFORMANCE names no folder with kernels.json (tests/test_engine_node.py writes one)" : table ? false : `the adapter lacks ${leverFeatures(COOP_MATRIX).join(", ")} or a table for it`);
+
+/** One dispatch of `kernel` (as `op`) on `inputs`; the bindings in `outputs` start as given (NaN where only a length) and are read back. */
+async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, outputs: Record<number, Float32Array | number>): Promise<Record<number, Float32Array>> {
+  const gpuDevice = device!;
+  const kernel: Kernel = table![op]!;
+  const buffer = (data: Float32Array, usage: number) => {
+    const b = gpuDevice.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage });
+    gpuDevice.queue.writeBuffer(b, 0, data as Float32Array<ArrayBuffer>);
+    return b;
+  };
+  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const bound = new Map<number, GPUBuffer>();
+  for (const [i, data] of Object.entries(inputs)) bound.set(Number(i), buffer(data, storage));
+  for (const [i, out] of Object.entries(outputs)) bound.set(Number(i), buffer(typeof out === "number" ? new Float32Array(out).fill(NaN) : out, storage));
+  const params = gpuDevice.createBuffer({ size: 256, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
+  gpuDevice.queue.writeBuffer(params, 0, packParams(op, kernel, sizes));
+  gpuDevice.pushErrorScope("validation");
+  const pipeline = await gpuDevice.createComputePipelineAsync({ layout: "auto", compute: { module: gpuDevice.createShaderModule({ code: kernel.source }), entryPoint: kernel.entry, constants: kernel.constants } });
+  const entries = [{ binding: 0, resource: { buffer: params } }, ...[...bound].map(([binding, b]) => ({ binding, resource: { buffer: b } }))];
+  const enc = gpuDevice.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  pass.setPipeline(pipeline);
+  pass.setBindGroup(0, gpuDevice.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries }));
+  pass.dispatchWorkgroups(...kernel.workgroups(sizes));
+  pass.end();
+  const reads = Object.keys(outputs).map((i) => {
+    const src = bound.get(Number(i))!;
+    const dst = gpuDevice.createBuffer({ size: src.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    enc.copyBufferToBuffer(src, 0, dst, 0, src.size);
+    return [Number(i), dst] as const;
+  });
+  gpuDevice.queue.submit([enc.finish()]);
+  const error = await gpuDevice.popErrorScope();
+  if (error) throw new Error(`${op}: ${error.message}`);
+  const out: Record<number, Float32Array> = {};
+  for (const [i, dst] of reads) {
+    await dst.mapAsync(GPUMapMode.READ);
+    const n = typeof outputs[i] === "number" ? (outputs[i] as number) : (outputs[i] as Float32Array).length;
+    out[i] = new Float32Array(dst.getMappedRange().slice(0, n * 4));
+    dst.unmap();
+  }
+  for (const b of [...bound.values(), params]) b.destroy();
+  return out;
+}
+
+/** max|out - ref| / max|ref|, as tests/test_kernels.py measures the plain kernels (a NaN fails). */
+function check(what: string, out: Float32Array, ref: Float32Array): number {
+  assert.equal(out.length, ref.length, what);
+  let diff = 0, top = 0;
+  for (let i = 0; i < ref.length; i++) {
+    const d = Math.abs(out[i] - ref[i]);
+    diff = Number.isNaN(d) ? NaN : Math.max(diff, d);
+    top = Math.max(top, Math.abs(ref[i]));
+  }
+  const err = diff / top;
+  assert.ok(err <= TOLERANCE, `${what}: max error ${err.toPrecision(3)} of max|ref| exceeds ${TOLERANCE}`);
+  return err;
+}
+
+const transpose = (a: Float32Array, rows: number, cols: number) => Float32Array.from({ length: a.length }, (_, i) => a[(i % rows) * cols + Math.floor(i / rows)]);
+const times = (a: Float32Array, s: number) => a.map((x) => x * s);
+const plus = (...xs: Float32Array[]) => xs[0].map((_, i) => xs.reduce((s, x) => s + x[i], 0));
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+test("coop-matrix: every matmul of its table matches the reference, with bias and accumulate, gradient operands scaled into f16, and split along K", { skip }, async () => {
+  // An operand this small (a gradient of a mean over 16384 rows) is all subnormal in f16 unless scaled.
+  const tiny = 2 ** -14;
+  const ops = (Object.keys(table!) as Op[]).filter((op) => op.startsWith("matmul"));
+  for (const c of cases!.matmul) {
+    const { M, N, K } = c;
+    const [a, b, bias, c0, ab] = [c.a, c.b, c.bias, c.c0, c.ab].map(f32);
+    for (const op of ops) {
+      const o = table![op]!.entry.slice(-2) as "nn" | "nt" | "tn";
+      // Operands as the orientation stores them: A [M,K] or Aᵀ as [K,M]; B [K,N] or Bᵀ as [N,K].
+      const A = (x: Float32Array) => (o === "tn" ? transpose(x, M, K) : x);
+      const B = (x: Float32Array) => (o === "nt" ? transpose(x, K, N) : x);
+      const sizes = { M, N, K };
+      const run = async (flags: number, ai: Float32Array, bi: Float32Array, out: Float32Array | number, splits = 1) =>
+        (await dispatch(op as keyof KernelTable, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias }, { 4: out }))[4];
+      const errors = [
+        check(`${op} ${M}x${N}x${K}`, await run(0, a, b, M * N), ab),
+        check(`${op} bias + accumulate`, await run(BIAS | ACCUMULATE, a, b, c0), Float32Array.from(ab, (x, i) => x + bias[i % N] + c0[i])),
+        check(`${op} GRAD_A`, await run(GRAD_A, times(a, tiny), b, M * N), times(ab, tiny)),
+        check(`${op} GRAD_B`, await run(GRAD_B, a, times(b, tiny), M * N), times(ab, tiny)),
+      ];
+      if (o === "tn") {
+        const S = 3;
+        const parts = await run(0, a, b, S * M * N, S);
+        errors.push(check(`${op} split ${S} ways`, plus(...[0, 1, 2].map((s) => parts.subarray(s * M * N, (s + 1) * M * N))), ab));
+      }
+      log(`coop-matrix ${op} ${M}x${N}x${K}: max error of max|ref| ${errors.map((e) => e.toExponential(2)).join(", ")}`);
+    }
+  }
+});
