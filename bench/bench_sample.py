@@ -1,5 +1,7 @@
 """Sampling speed, one stream: a 64-byte prompt, then 512 new bytes (temperature 0.8, top-k 40),
-tokens/s per preset (WebGPU: the median of 5 samples in one process), with the KV cache (the app's path) and with the full window it replaced
+tokens/s per preset (WebGPU: the median of 5 samples in one process), with the KV cache (the app's
+path: on WebGPU the bytes are chosen on the GPU, a batch a submission), with the KV cache but each
+byte chosen on the CPU from logits read back (WebGPU), and with the full window the cache replaced
 (every byte re-runs the last block_size bytes).
 
     python bench/bench_sample.py --backend webgpu    # WebGPU through Dawn in Node (dist-cli/sample.js), content/data/sample_gpu.json
@@ -37,12 +39,17 @@ GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "w
 PATHS = {"kv": "KV cache", "full": "full window"}
 
 
-def webgpu(node: str, preset_id: str, prompt: str, levers: str, full: bool, toggle: bool, tmp: Path) -> dict:
-    """dist-cli/sample.js's stats for one run, or the error it stopped with."""
-    stats = tmp / f"{preset_id}-{levers}-{full}.json"
+# dist-cli/sample.js's flag for each WebGPU path: the app's (tokens chosen on the GPU, a batch a
+# submission), each token chosen on the CPU from logits read back, and the full window.
+SAMPLE_FLAGS = {"kv": [], "host": ["--host-draw"], "full": ["--full-window"]}
+
+
+def webgpu(node: str, preset_id: str, prompt: str, levers: str, path: str, toggle: bool, tmp: Path) -> dict:
+    """dist-cli/sample.js's stats for one run on `path` (SAMPLE_FLAGS), or the error it stopped with."""
+    stats = tmp / f"{preset_id}-{levers}-{path}.json"
     cmd = [node, str(ROOT / "dist-cli" / "sample.js"), "--preset", preset_id, "--prompt", prompt, "--tokens", str(NEW_BYTES),
            "--temperature", str(TEMPERATURE), "--top-k", str(TOP_K), "--levers", levers, "--repeat", str(REPEAT), "--stats", str(stats), "--quiet",
-           *(["--full-window"] if full else []), *(["--dawn-f16-toggle"] if toggle else [])]
+           *SAMPLE_FLAGS[path], *(["--dawn-f16-toggle"] if toggle else [])]
     run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=600)
     if run.returncode != 0:
         return {"error": (run.stdout + run.stderr)[-2000:]}
@@ -92,6 +99,8 @@ def _torch_once(torch, device: str, preset_id: str, prompt: bytes, cached: bool)
 def label(config: str, path: str) -> str:
     if path == "full":
         return "WebGPU, full window (plain f32)"
+    if path == "host":
+        return "WebGPU, KV cache, chosen on the CPU (plain f32)"
     return {"none": "WebGPU, KV cache, plain f32", "all": "WebGPU, KV cache, the app's path"}.get(config, f"WebGPU, KV cache, +{config}")
 
 
@@ -103,9 +112,9 @@ def run_webgpu(args, prompt: bytes) -> tuple[list[dict], dict]:
     with tempfile.TemporaryDirectory() as d:
         for pid in args.presets.split(","):
             row = {"preset": pid, "params": model.param_count(model.GPTConfig.from_preset(pid)), "webgpu": {}, "pytorch": {}}
-            runs = [("none", "kv"), ("none", "full"), *((lever, "kv") for lever in GPU_LEVERS), ("all", "kv")]
+            runs = [("none", "kv"), ("none", "host"), ("none", "full"), *((lever, "kv") for lever in GPU_LEVERS), ("all", "kv")]
             for config, path in runs:
-                row["webgpu"][f"{config} {path}"] = r = webgpu(args.node, pid, prompt.decode(), config, path == "full",
+                row["webgpu"][f"{config} {path}"] = r = webgpu(args.node, pid, prompt.decode(), config, path,
                                                                args.dawn_f16_toggle, Path(d))
                 print(f"{pid:7s} {label(config, path):45s} " + (f"{r['tokens_per_s']:9.0f} tok/s" + (f" (+{', +'.join(r['levers'])})" if config == "all" else "")
                       if "tokens_per_s" in r else "did not run: " + next((line for line in r["error"].splitlines() if line.startswith("sample:")), r["error"].strip()[-200:])), flush=True)

@@ -52,7 +52,8 @@ def test_greedy_sampling_repeats_the_reference_while_the_window_slides(open_page
     expect(page.locator("#stat-backend")).to_contain_text("WebGPU" if backend == "webgpu" else "WebAssembly")
     sample(page, prompt.decode(), temperature=0, top_k=0, length=n, timeout=120)
     assert page.locator("#sample-out").text_content() == bytes(want["prompt"] + want["tokens"]).decode()
-    expect(page.locator("#sample-tps")).to_contain_text(re.compile(rf"^{n} tokens · [\d.]+k? tok/s · {'WebGPU' if backend == 'webgpu' else 'WebAssembly'}.*, KV cache · seed \d+$"))
+    where = "WebGPU.*, KV cache, chosen on the GPU" if backend == "webgpu" else "WebAssembly.*, KV cache"
+    expect(page.locator("#sample-tps")).to_contain_text(re.compile(rf"^{n} tokens · [\d.]+k? tok/s · {where} · seed \d+$"))
     assert visit.problems() == []
 
 

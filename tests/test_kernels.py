@@ -489,3 +489,58 @@ def test_kernels_with_reductions_are_bitwise_deterministic(rng):
                     out=[6])[6]
             for _ in range(2)]
     assert np.array_equal(runs[0], runs[1])
+
+
+# ---------------------------------------------------------------------------- sampling
+
+def derive_seed(seed: int, stream: int) -> int:
+    """webapp/engine/rng.ts deriveSeed (facts.json wgsl.consts RNG_*), the oracle of sample.wgsl's hash."""
+    c, m = FACTS["wgsl"]["consts"], 0xFFFFFFFF
+    h = (((seed ^ c["RNG_SEED_XOR"]) * c["RNG_SEED_MUL"]) ^ (stream * c["RNG_STREAM_MUL"])) & m
+    h ^= h >> 16
+    h = (h * c["RNG_MIX1"]) & m
+    h ^= h >> 15
+    h = (h * c["RNG_MIX2"]) & m
+    return h ^ (h >> 16)
+
+
+class Fixed:
+    """A stand-in generator for model.pick_token that draws one given uniform."""
+    def __init__(self, u: float):
+        self.u = u
+
+    def random(self) -> float:
+        return self.u
+
+
+@pytest.mark.parametrize("temperature,top_k,top_p", [(0.0, 0, 1.0), (1.0, 0, 1.0), (0.8, 40, 1.0), (1.0, 5, 1.0),
+                                                     (1.3, 0, 0.9), (1.0, 12, 0.7), (2.0, 0, 1e-6)])
+def test_sample_token_draws_as_the_reference_rule_with_the_counter_hash(rng, temperature, top_k, top_p):
+    """Each dispatch picks one token from logits row state[4] by the reference's rule (model.pick_token)
+    with the uniform of (seed, counter + drawn), feeds it back as [position + 1, token], and appends
+    it to drawn; logits with ties at the top and at the k-th value, where the rule's order decides."""
+    V = FACTS["vocab_size"]
+    logits = (randn(rng, V) * 2).astype(np.float32)
+    logits[[3, 200]] = logits.max() + 1  # a tie for the argmax: the lower id wins
+    logits[[10, 11, 12]] = np.sort(logits)[-6]  # a tie at the 5th-6th largest
+    seed, counter, n = 1234, 77, 40
+    # The first draw reads row 1 (as after a prefill of two tokens), the rest row 0 (a decode's).
+    state = np.array([9, 0, 0, counter, 1], np.uint32)
+    other = randn(rng, V)
+    drawn = np.zeros(n, np.uint32)
+    params = dict(V=V, top_k=top_k, temperature=temperature, top_p=top_p, seed=seed)
+    want, margins = [], []
+    for i in range(n):
+        rows = np.stack([other, logits] if i == 0 else [logits, other])
+        out = gpu.run("sample", "sample_token", params, {1: rows, 2: state, 3: drawn}, (1, 1, 1), out=[2, 3])
+        state, drawn = out[2], out[3]
+        u = (derive_seed(seed, counter + i) >> 8) / 2**24
+        want.append(model.pick_token(logits, temperature, top_k, Fixed(u), top_p))
+        if temperature > 0:
+            w = model.draw_weights(logits, temperature, top_k, top_p)
+            margins.append(np.abs(np.cumsum(w / w.sum()) - u).min())
+    assert min(margins, default=1) > 1e-5, "a draw fell within rounding of a boundary: choose another seed"
+    assert drawn.tolist() == want
+    assert state[:3].tolist() == [9 + n, want[-1], n] and state[4] == 0
+    if temperature == 0:
+        assert set(want) == {3}

@@ -40,9 +40,10 @@ export class SampleView {
     client.on("sampleDone", (m) => {
       this.append(this.decoder.decode());
       this.out.dataset.done = "yes";
-      // Which path wrote them: the backend and its fast paths (the pills' ids), through the KV cache.
+      // Which path wrote them: the backend and its fast paths (the pills' ids), through the KV cache,
+      // each byte chosen on the GPU or the CPU.
       const paths = m.paths.length ? ` +${m.paths.join(" +")}` : "";
-      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache · seed ${m.seed}`;
+      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache${m.chosenOnGpu ? ", chosen on the GPU" : ""} · seed ${m.seed}`;
     });
   }
 

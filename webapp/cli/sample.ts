@@ -1,12 +1,14 @@
 // Sample from a .tinygpt (or a preset's freshly initialised weights) with the WebGPU backend
 // through Dawn, as the app samples: the prompt prefilled once, then one position per byte
-// through the KV cache (webapp/engine/trainer.ts sample).
+// through the KV cache, the bytes chosen on the GPU a batch a submission (webapp/engine/trainer.ts sample).
 //
 //   node dist-cli/sample.js --model model.tinygpt --prompt "ROMEO:" --tokens 256
 //
 // Options: --preset id (instead of --model: its initial weights, for timing), --temperature X
-// (default 0.8; 0 is greedy), --top-k N, --top-p X (in (0, 1], default 1: no nucleus cut), --seed N, --full-window (every byte re-runs the whole
-// window, the path before the KV cache, kept to measure the gain), --repeat N (sample N times
+// (default 0.8; 0 is greedy), --top-k N, --top-p X (in (0, 1], default 1: no nucleus cut), --seed N,
+// --host-draw (each byte chosen on the CPU from logits read back, the path before bytes were chosen
+// on the GPU), --full-window (every byte re-runs the whole window, and is chosen on the CPU: the
+// path before the KV cache; both kept to measure the gain), --repeat N (sample N times
 // after one untimed warm-up, the same seed each time, for a median on a noisy machine),
 // --stats path.json (tokens/s and the path: for bench/bench_sample.py), --quiet (no text on
 // stdout); --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
@@ -17,7 +19,7 @@ import { type GPTTrainer, createBackend, createTrainer, loadTrainer, preset } fr
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--top-p X] [--seed N] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
+const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--top-p X] [--seed N] [--host-draw] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number, run } = CLI;
@@ -28,7 +30,7 @@ async function main(): Promise<void> {
     args = parseArgs({
       options: {
         model: { type: "string" }, preset: { type: "string" }, prompt: { type: "string" }, tokens: { type: "string" },
-        temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" },
+        temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" }, "host-draw": { type: "boolean" },
         repeat: { type: "string" }, stats: { type: "string" }, quiet: { type: "boolean" }, levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
@@ -43,6 +45,7 @@ async function main(): Promise<void> {
     maxTokens: number("tokens", args.tokens, 256),
     seed: number("seed", args.seed, 1),
     fullWindow: !!args["full-window"],
+    drawOnHost: !!args["host-draw"],
   };
   if (!(opts.topP > 0 && opts.topP <= 1)) fail(`--top-p must be in (0, 1], got ${opts.topP}`);
   const prompt = new TextEncoder().encode(args.prompt ?? "\n");
@@ -67,7 +70,7 @@ async function main(): Promise<void> {
     }
     trainer = await createTrainer(await createBackend("webgpu", p.model, p.train, gpu.options), p.model, p.train);
   }
-  const path = args["full-window"] ? "full window" : "KV cache";
+  const path = args["full-window"] ? "full window" : args["host-draw"] ? "KV cache, drawn on the CPU" : "KV cache";
   log(`sample: ${trainer.backend.device}${trainer.backend.paths.length ? ` (+${trainer.backend.paths.join(", +")})` : ", plain f32 kernels"}, ${path}`);
 
   const repeat = number("repeat", args.repeat, 1) || fail("--repeat must be positive");

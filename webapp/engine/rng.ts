@@ -1,5 +1,9 @@
-// Small seeded PRNG (mulberry32) for init, batches and sampling: the same seed
-// gives the same run in every host. Not cryptographic, not numpy's stream.
+// Small seeded PRNG (mulberry32) for init and batches, and the hash sampling draws from: the same
+// seed gives the same run in every host. Not cryptographic, not numpy's stream.
+
+import facts from "../../tinygpt/facts.json";
+
+const RNG = facts.wgsl.consts;
 
 export class Rng {
   private state: number;
@@ -33,12 +37,23 @@ export class Rng {
   }
 }
 
-/** A seed derived from a base seed and a stream index (step, purpose), well mixed. */
+/**
+ * A seed derived from a base seed and a stream index (step, purpose, a sampled token's number),
+ * well mixed; shaders/sample.wgsl's derive_seed is the same hash (facts.json wgsl.consts RNG_*).
+ */
 export function deriveSeed(seed: number, stream: number): number {
-  let h = Math.imul((seed >>> 0) ^ 0x9e3779b9, 0x85ebca6b) ^ Math.imul(stream >>> 0, 0xc2b2ae35);
+  let h = Math.imul((seed >>> 0) ^ RNG.RNG_SEED_XOR, RNG.RNG_SEED_MUL) ^ Math.imul(stream >>> 0, RNG.RNG_STREAM_MUL);
   h ^= h >>> 16;
-  h = Math.imul(h, 0x7feb352d);
+  h = Math.imul(h, RNG.RNG_MIX1);
   h ^= h >>> 15;
-  h = Math.imul(h, 0x846ca68b);
+  h = Math.imul(h, RNG.RNG_MIX2);
   return (h ^ (h >>> 16)) >>> 0;
+}
+
+/**
+ * Sampling's uniform in [0, 1) for the `counter`-th token drawn with `seed`: a hash, not a stream,
+ * so the GPU (shaders/sample.wgsl), drawing many tokens a submission, draws the very same numbers.
+ */
+export function sampleUniform(seed: number, counter: number): number {
+  return (deriveSeed(seed, counter) >>> 8) / 16777216;
 }

@@ -3,7 +3,6 @@
 // softmax(logits / temperature) restricted to the top k and the top-p nucleus.
 
 import { FACTS } from "./model";
-import type { Rng } from "./rng";
 import type { Draw } from "./types";
 
 /**
@@ -17,11 +16,12 @@ export function windowStart(start: number, length: number, blockSize: number): n
 }
 
 /**
- * The next byte from `logits` (tinygpt/model.py pick_token): softmax(logits / temperature) over
- * the top k, cut to the nucleus of top p (most likely first, the lower id first on ties, at least
- * one), drawn by one uniform draw against the kept tokens in id order.
+ * The next byte from `logits` (tinygpt/model.py pick_token; shaders/sample.wgsl on the GPU):
+ * softmax(logits / temperature) over the top k, cut to the nucleus of top p (most likely first,
+ * the lower id first on ties, at least one), drawn by `u`, uniform in [0, 1) (rng.ts
+ * sampleUniform), against the kept tokens in id order.
  */
-export function pickToken(logits: Float32Array, { temperature, topK, topP = 1 }: Draw, rng: Rng): number {
+export function pickToken(logits: Float32Array, { temperature, topK, topP = 1 }: Draw, u: number): number {
   let best = 0;
   for (let i = 1; i < logits.length; i++) if (logits[i] > logits[best]) best = i;
   if (temperature <= 0) return best;
@@ -35,7 +35,7 @@ export function pickToken(logits: Float32Array, { temperature, topK, topP = 1 }:
     sum += probs[i];
   }
   if (topP < 1) sum = nucleus(probs, sum * topP);
-  let r = rng.uniform() * sum;
+  let r = u * sum;
   for (let i = 0; i < logits.length; i++) {
     if (probs[i] === 0) continue;
     r -= probs[i];
@@ -52,4 +52,15 @@ function nucleus(probs: Float64Array, mass: number): number {
   while (n < order.length && (n === 0 || kept < mass)) kept += probs[order[n++]];
   for (const i of order.slice(n)) probs[i] = 0;
   return kept;
+}
+
+// Tokens chosen on the device arrive a submission at a time (Backend.sampleTokens): the page
+// streams them as each batch ends and Stop is heard between batches, so a batch is sized to take
+// about BATCH_MS, growing at most twofold from one to the next.
+const BATCH_MS = 50;
+
+/** The next batch's size, after `ran` tokens took `ms`. */
+export function nextBatch(batch: number, ran: number, ms: number): number {
+  const fits = Math.floor((BATCH_MS * ran) / Math.max(ms, 1e-3));
+  return Math.max(1, Math.min(2 * batch, fits));
 }

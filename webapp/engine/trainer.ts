@@ -6,8 +6,8 @@ import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, Sample
 import { checkModelConfig, initParams, learningRate } from "./model";
 import { type Checkpoint, writeCheckpoint } from "./checkpoint";
 import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
-import { pickToken, windowStart } from "./sample";
-import { Rng } from "./rng";
+import { nextBatch, pickToken, windowStart } from "./sample";
+import { sampleUniform } from "./rng";
 import { Interrupted } from "./interrupt";
 
 export interface TrainerInit {
@@ -94,22 +94,39 @@ export class GPTTrainer implements Trainer {
 
   async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array> {
     const T = this.model.block_size;
-    const rng = new Rng(opts.seed ?? (Date.now() >>> 0));
+    const seed = opts.seed ?? (Date.now() >>> 0);
     // An empty prompt starts from a newline, the natural start of a text.
     const context = prompt.length ? Array.from(prompt) : [10];
     let start = Math.max(0, context.length - T);
-    let logits: Float32Array | null = null;
+    let cached = false; // whether the cache holds context[start .. length - 1)
     const out: number[] = [];
-    for (let i = 0; i < opts.maxTokens; i++) {
+    const take = (tokens: ArrayLike<number>) => {
+      for (const token of Array.from(tokens)) {
+        context.push(token);
+        out.push(token);
+        onToken(token);
+      }
+    };
+    const onDevice = this.backend.sampleTokens && !opts.fullWindow && !opts.drawOnHost;
+    let batch = 1;
+    while (out.length < opts.maxTokens) {
       if (await shouldStop?.()) break;
       const was = start;
       start = opts.fullWindow ? Math.max(0, context.length - T) : windowStart(start, context.length, T);
-      // The cache holds context[was..length-1) when one token is new: decode it; else prefill the window.
-      logits = logits && start === was && !opts.fullWindow ? await this.backend.decode(context[context.length - 1]) : await this.backend.prefill(Int32Array.from(context.slice(start)));
-      const token = pickToken(logits, opts, rng);
-      context.push(token);
-      out.push(token);
-      onToken(token);
+      const fresh = !cached || start !== was || opts.fullWindow;
+      if (onDevice) {
+        // Tokens until the window outgrows the cache, a batch at a time; the i-th drawn overall
+        // draws sampleUniform(seed, i) wherever it is chosen, so batching leaves the text alone.
+        const n = Math.min(batch, opts.maxTokens - out.length, T - (context.length - start) + 1);
+        const began = performance.now();
+        take(await this.backend.sampleTokens!(fresh ? Int32Array.from(context.slice(start)) : null, n, opts, seed, out.length));
+        batch = nextBatch(batch, n, performance.now() - began);
+      } else {
+        // The cache holds context[was..length-1) when one token is new: decode it; else prefill the window.
+        const logits = fresh ? await this.backend.prefill(Int32Array.from(context.slice(start))) : await this.backend.decode(context[context.length - 1]);
+        take([pickToken(logits, opts, sampleUniform(seed, out.length))]);
+      }
+      cached = true;
     }
     return Uint8Array.from(out);
   }

@@ -75,6 +75,15 @@ export interface Backend {
    * parameters, so each forgets it).
    */
   decode(token: number): Promise<Float32Array>;
+  /**
+   * Optional (the WebGPU backend): `count` tokens chosen on the device, in one submission, each by
+   * `draw` from the logits of the text so far with sampleUniform(seed, counter + i) (rng.ts; the
+   * i-th token's), each decoded as the next one's input: after a prefill of `window` (whose last
+   * position's logits give the first), or (window null) going on from the last token this picked,
+   * which the cache does not hold yet. Only the token ids come back. The tokens decoded must fit
+   * the cache (block_size): window.length - 1 + count of them, or the cached ones + count.
+   */
+  sampleTokens?(window: Int32Array | null, count: number, draw: Draw, seed: number, counter: number): Promise<Int32Array>;
   dispose(): void;
 }
 
@@ -90,6 +99,8 @@ export interface SampleOptions extends Draw {
   seed?: number;
   /** Re-run the whole window (the last block_size tokens) for every token: the path before the KV cache, which benchmarks measure the cache against. */
   fullWindow?: boolean;
+  /** Choose each token on the CPU from logits read back, where the backend could choose them (Backend.sampleTokens): the path benchmarks measure that against. */
+  drawOnHost?: boolean;
 }
 
 export interface HistoryPoint {

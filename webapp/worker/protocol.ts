@@ -152,7 +152,7 @@ export type FromWorker =
   /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
   | ({ type: "checked"; key: string } & Fit)
   | { type: "token"; bytes: Uint8Array }
-  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number }
+  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number; chosenOnGpu: boolean }
   | { type: "saved"; id: string; step: number; bytes: number }
   | { type: "checkpoints"; list: CheckpointInfo[] }
   | { type: "exported"; name: string; bytes: Uint8Array }

@@ -483,7 +483,7 @@ export class Session {
       else this.say("error", `Sampling failed: ${describe(e)}`);
     }
     const seconds = (performance.now() - t0) / 1000;
-    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed });
+    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed, chosenOnGpu: !!t.backend.sampleTokens });
     this.setState(previous);
   }
 

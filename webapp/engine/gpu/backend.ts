@@ -3,7 +3,7 @@
 // grad norm, clip, AdamW) whose loss is copied to a mappable buffer and read
 // asynchronously, so several steps can be in flight.
 
-import type { Backend, ModelConfig, ParamState, TrainConfig } from "../types";
+import type { Backend, Draw, ModelConfig, ParamState, TrainConfig } from "../types";
 import { checkModelConfig } from "../model";
 import { type GpuContext, DeviceWatch, requestGpu } from "./device";
 import { floatToHalf } from "../f16";
@@ -117,6 +117,11 @@ export class GpuBackend implements Backend {
   private decodePlan: Dispatch[] = [];
   /** Tokens the sampling graph's k and v hold for decode (0: none since the parameters changed). */
   private cached = 0;
+  /** Whether the decode state holds the last token sampleTokens picked, not yet cached (it can go on from there). */
+  private picked = false;
+  private samplePlan: Dispatch[] = [];
+  private readonly sampler: Recorder;
+  private readonly samplerSlot: number;
   /** Resolves once every pipeline the plans use is compiled and the plans are built. */
   readonly ready: Promise<void>;
   /** Every op its plans dispatch (a lever's gate checks that it ran the ops it replaces). */
@@ -172,6 +177,9 @@ export class GpuBackend implements Backend {
     this.sampleGraph.forward(logits);
     const decode = this.recorder(pipelines);
     this.sampleGraph.decode(decode);
+    // The draw's params change with each sampleTokens call: a recorder of its own.
+    this.sampler = this.recorder(pipelines);
+    this.samplerSlot = this.sampleGraph.sample(this.sampler, { temperature: 0, top_k: 0, top_p: 1, seed: 0 });
 
     this.ops = new Set(this.recorders.flatMap((r) => r.ops));
     this.ready = pipelines.compile(this.gpu, this.ops).then(() => {
@@ -179,6 +187,7 @@ export class GpuBackend implements Backend {
       this.lossPlan = loss.finish("loss");
       this.logitsPlan = logits.finish("prefill");
       this.decodePlan = decode.finish("decode");
+      this.samplePlan = this.sampler.finish("sample");
     });
   }
 
@@ -262,7 +271,7 @@ export class GpuBackend implements Backend {
   }
 
   trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number> {
-    this.cached = 0;
+    this.forget();
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -275,7 +284,7 @@ export class GpuBackend implements Backend {
   }
 
   loss(x: Int32Array, y: Int32Array): Promise<number> {
-    this.cached = 0; // the Backend contract, though this backend's loss leaves the cache alone
+    this.forget(); // the Backend contract, though this backend's loss leaves the cache alone
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -288,6 +297,7 @@ export class GpuBackend implements Backend {
     if (tokens.length < 1 || tokens.length > T) throw new Error(`prefill takes 1 to ${T} tokens, got ${tokens.length}`);
     this.checkTokens("prefill", tokens);
     this.cached = tokens.length;
+    this.picked = false;
     const { read } = await this.serial(async () => {
       await this.slot();
       // Causal attention: positions after the last real token change neither its logits nor the cache below it.
@@ -306,12 +316,52 @@ export class GpuBackend implements Backend {
     if (this.cached >= T) throw new Error(`decode: the cache is full (block_size ${T} tokens): prefill a shorter window`);
     this.checkTokens("decode", [token]);
     const at = Uint32Array.of(this.cached++, token);
+    this.picked = false;
     const { read } = await this.serial(async () => {
       await this.slot();
       this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, at);
       return { read: this.submitAndRead(this.run(this.decodePlan), this.sampleGraph.logits, 0, this.model.vocab_size * 4) };
     });
     return read;
+  }
+
+  /** The KV cache and a picked token are gone (the parameters or the sampling graph's buffers change). */
+  private forget(): void {
+    this.cached = 0;
+    this.picked = false;
+  }
+
+  sampleTokens(window: Int32Array | null, count: number, draw: Draw, seed: number, counter: number): Promise<Int32Array> {
+    const T = this.model.block_size;
+    if (window) {
+      if (window.length < 1 || window.length > T) throw new Error(`sampleTokens takes a window of 1 to ${T} tokens, got ${window.length}`);
+      this.checkTokens("sampleTokens", window);
+    } else if (!this.picked) {
+      throw new Error("sampleTokens: no token of its own to go on from since the last prefill, decode, trainStep, loss or setState: give a window");
+    }
+    const decodes = window ? count - 1 : count;
+    const fill = window ? window.length : this.cached;
+    if (!(Number.isInteger(count) && count >= 1) || fill + decodes > T) throw new Error(`sampleTokens: ${count} tokens after ${fill} cached overflow the cache (block_size ${T})`);
+    this.cached = fill + decodes;
+    this.picked = true;
+    return this.serial(async () => {
+      await this.slot();
+      const { temperature, topK, topP = 1 } = draw;
+      this.sampler.rewrite(this.samplerSlot, "sample_token", { V: this.model.vocab_size, temperature, top_k: topK, top_p: topP, seed });
+      const at = this.sampleGraph.at!;
+      if (window) {
+        const padded = new Int32Array(T);
+        padded.set(window);
+        this.writeTokens(this.sampleGraph, padded, null);
+        // As if the window's last token had just been decoded: its logits row, its position.
+        this.gpu.queue.writeBuffer(at, 0, Uint32Array.of(window.length - 1, 0, 0, counter, window.length - 1));
+      } else {
+        this.gpu.queue.writeBuffer(at, 8, Uint32Array.of(0, counter)); // position and token stay: the last one picked
+      }
+      const step = [...this.decodePlan, ...this.samplePlan];
+      const plan = [...(window ? [...this.logitsPlan, ...this.samplePlan] : []), ...Array.from({ length: decodes }, () => step).flat()];
+      return { read: this.submitAndRead(this.run(plan), this.sampleGraph.drawn!, 0, count * 4) };
+    }).then(async ({ read }) => new Int32Array((await read).buffer));
   }
 
   private checkTokens(what: string, tokens: ArrayLike<number>): void {
@@ -372,7 +422,7 @@ export class GpuBackend implements Backend {
     for (const [name, a] of [["params", state.params], ["m", state.m], ["v", state.v]] as const) {
       if (a && a.length !== n) throw new Error(`setState: ${name} has ${a.length} floats, the model has ${n}`);
     }
-    this.cached = 0;
+    this.forget();
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);

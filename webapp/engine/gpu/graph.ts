@@ -73,8 +73,13 @@ export class Graph {
   private readonly lse: GPUBuffer;
   private readonly owned: GPUBuffer[] = [];
   private grad: Record<string, GPUBuffer> | null = null;
-  /** Decoding's [position, token] (decode.wgsl), and the new token's key and value before attention_decode appends them; null for training. */
+  /**
+   * Decoding's state (sample.wgsl): [position, token] for decode.wgsl, then the tokens drawn, the
+   * first one's counter and the logits row sample_token reads; null for training.
+   */
   readonly at: GPUBuffer | null = null;
+  /** The tokens sample_token picked since the host zeroed at[2] (block_size + 1 at the most). */
+  readonly drawn: GPUBuffer | null = null;
   private readonly kNew: GPUBuffer | null = null;
   private readonly vNew: GPUBuffer | null = null;
 
@@ -125,7 +130,8 @@ export class Graph {
         partials: this.alloc("split partials", this.partialFloats(), F32),
       };
     } else {
-      this.at = this.alloc("decode position", 2, U32);
+      this.at = this.alloc("decode state", 5, U32);
+      this.drawn = this.alloc("drawn tokens", T + 1, U32);
       this.kNew = buf("decode k", C);
       this.vNew = buf("decode v", C);
     }
@@ -332,6 +338,11 @@ export class Graph {
     }
     this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
     this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+  }
+
+  /** The next token from the logits row at[4] into at and drawn (sample.wgsl), by the draw in `sizes`. */
+  sample(r: Recorder, sizes: { temperature: number; top_k: number; top_p: number; seed: number }): number {
+    return r.op("sample_token", { V: this.model.vocab_size, ...sizes }, { 1: this.logits, 2: this.at!, 3: this.drawn! });
   }
 
   /** Per-position cross-entropy and its mean into `loss`. */

@@ -17,10 +17,11 @@ import residual from "../../../.cache/wgsl/residual.wgsl";
 import attention from "../../../.cache/wgsl/attention.wgsl";
 import decode from "../../../.cache/wgsl/decode.wgsl";
 import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
+import sample from "../../../.cache/wgsl/sample.wgsl";
 import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
 import facts from "../../../tinygpt/facts.json";
 
-const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer };
+const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer, sample };
 type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
@@ -118,6 +119,7 @@ export const F32_KERNELS = {
   attention_backward_dkdv: kernel("attention", "attention_backward_dkdv", perHeadBlock),
   embedding_decode: kernel("decode", "embedding_decode", (s) => [ceil(s.C, 128), 1, 1]),
   attention_decode: kernel("decode", "attention_decode", (s) => [s.n_head, 1, 1]),
+  sample_token: kernel("sample", "sample_token", () => [1, 1, 1]),
   crossentropy_forward: kernel("crossentropy", "crossentropy_forward", perRow),
   crossentropy_backward: kernel("crossentropy", "crossentropy_backward", perRow),
   crossentropy_mean: kernel("crossentropy", "crossentropy_mean", () => [1, 1, 1]),

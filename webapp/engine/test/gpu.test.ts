@@ -6,17 +6,18 @@
 // each kernel compiles once (SwiftShader takes about a minute for them all).
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { gpu, noGpu } from "./dawn";
 import { F16_POLICY, F32_POLICY, conformance, reference, replayReference } from "./conformance";
-import { f32, fixture, readJson } from "./fixtures";
+import { ROOT, f32, fixture, readJson } from "./fixtures";
 import { createGpuBackend } from "../gpu/backend";
 import { requestGpu } from "../gpu/device";
 import { F32_KERNELS, type KernelTable } from "../gpu/kernels";
-import { DeviceLostError } from "../index";
+import { DeviceLostError, loadTrainer } from "../index";
 import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
-import type { ModelConfig, TrainConfig } from "../types";
+import type { Draw, ModelConfig, TrainConfig } from "../types";
 import { GPU_LEVERS, leverFeatures, tableOn } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
@@ -69,6 +70,36 @@ test("webgpu: the split policy is the kernel table's: weight-gradient matmuls ma
   const colsums = (list: string[]) => list.filter((op) => op === "colsum").length;
   const [split, unsplit] = [colsums(await ops({})), colsums(await ops(whole))];
   assert.ok(unsplit < split, `colsum ran ${unsplit} times unsplit, ${split} split`);
+});
+
+test("webgpu: tokens chosen on the GPU are those pickToken chooses on the CPU from the same logits and seed, in batches of any size, across window slides", { skip: noGpu ?? false }, async () => {
+  const r = readJson<{ model: string; prompt: number[] }>(join(process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE is not set"), "sample.json"));
+  const trainer = await loadTrainer(readFileSync(join(ROOT, r.model)), (m, t) => createGpuBackend(m, t, { context: context! }));
+  try {
+    const prompt = Uint8Array.from(r.prompt);
+    const T = trainer.model.block_size;
+    const draws: Draw[] = [{ temperature: 0.8, topK: 40 }, { temperature: 1.3, topK: 0, topP: 0.9 }, { temperature: 1, topK: 12, topP: 0.7 }, { temperature: 0, topK: 0 }];
+    for (const draw of draws) {
+      const opts = { ...draw, maxTokens: T + 24, seed: 7 }; // the window slides on the way
+      const gpuText = await trainer.sample(prompt, opts, () => {});
+      const cpuText = await trainer.sample(prompt, { ...opts, drawOnHost: true }, () => {});
+      assert.deepEqual([...gpuText], [...cpuText], JSON.stringify(draw));
+    }
+    // One submission of many, or many of one: the same tokens (each draws its own counter's uniform).
+    const b = trainer.backend;
+    const window = Int32Array.from(prompt.subarray(0, 20));
+    const draw = { temperature: 1, topK: 0 };
+    const whole = await b.sampleTokens!(window, 12, draw, 3, 100);
+    const pieces = [...(await b.sampleTokens!(window, 1, draw, 3, 100))];
+    for (let i = 1; i < 12; i += 5) pieces.push(...(await b.sampleTokens!(null, Math.min(5, 12 - i), draw, 3, 100 + i)));
+    assert.deepEqual(pieces, [...whole]);
+    // What the cache cannot hold is refused, as is going on from a token it did not pick.
+    await assert.rejects(async () => b.sampleTokens!(window, T - window.length + 2, draw, 3, 0), /overflow the cache/);
+    await b.prefill(window);
+    await assert.rejects(async () => b.sampleTokens!(null, 1, draw, 3, 0), /give a window/);
+  } finally {
+    trainer.dispose();
+  }
 });
 
 const golden = () => readJson<{ config: ModelConfig; train: TrainConfig; init_params: string; steps: { x: number[]; y: number[]; lr: number }[] }>(fixture("golden_tiny.json")!);

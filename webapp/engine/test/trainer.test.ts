@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { splitCorpus, trainBatch, valBatch, valStarts } from "../data";
 import { learningRate, paramCount } from "../model";
 import { pickToken } from "../sample";
-import { Rng } from "../rng";
+import { sampleUniform } from "../rng";
 import { join } from "node:path";
 import { fixture, readJson } from "./fixtures";
 import type { Backend, ParamState, TrainConfig } from "../types";
@@ -52,14 +52,14 @@ test("the learning-rate schedule matches the reference's recorded rates", { skip
 
 test("greedy picks the argmax; top-k keeps sampling inside the k best", () => {
   const logits = Float32Array.from([0.1, 2.5, -1, 2.4, 0]);
-  const rng = new Rng(3);
-  assert.equal(pickToken(logits, { temperature: 0, topK: 0 }, rng), 1);
-  assert.equal(pickToken(logits, { temperature: 1, topK: 1 }, rng), 1);
+  const u = (i: number) => sampleUniform(3, i);
+  assert.equal(pickToken(logits, { temperature: 0, topK: 0 }, u(0)), 1);
+  assert.equal(pickToken(logits, { temperature: 1, topK: 1 }, u(1)), 1);
   const seen = new Set<number>();
-  for (let i = 0; i < 200; i++) seen.add(pickToken(logits, { temperature: 5, topK: 2 }, rng));
+  for (let i = 0; i < 200; i++) seen.add(pickToken(logits, { temperature: 5, topK: 2 }, u(i)));
   assert.deepEqual([...seen].sort(), [1, 3]);
   const wide = new Set<number>();
-  for (let i = 0; i < 500; i++) wide.add(pickToken(logits, { temperature: 5, topK: 0 }, rng));
+  for (let i = 0; i < 500; i++) wide.add(pickToken(logits, { temperature: 5, topK: 0 }, u(i)));
   assert.equal(wide.size, 5);
 });
 
@@ -68,9 +68,8 @@ test("top-p keeps the fewest most likely tokens whose probabilities reach p, at 
   // 0.8 adds one of the tied 2 and 3 (the lower id), 1 keeps all; a tiny p still keeps the argmax.
   const logits = Float32Array.from([Math.log(4), Math.log(2), 0, 0]);
   const kept = (topP: number) => {
-    const rng = new Rng(11);
     const seen = new Set<number>();
-    for (let i = 0; i < 400; i++) seen.add(pickToken(logits, { temperature: 1, topK: 0, topP }, rng));
+    for (let i = 0; i < 400; i++) seen.add(pickToken(logits, { temperature: 1, topK: 0, topP }, sampleUniform(11, i)));
     return [...seen].sort();
   };
   assert.deepEqual(kept(1e-6), [0]);
@@ -79,14 +78,12 @@ test("top-p keeps the fewest most likely tokens whose probabilities reach p, at 
   assert.deepEqual(kept(0.8), [0, 1, 2]);
   assert.deepEqual(kept(1), [0, 1, 2, 3]);
   // After top-k: of the top 2 (0.67, 0.33), p = 0.6 keeps id 0 alone.
-  const rng = new Rng(5);
-  for (let i = 0; i < 100; i++) assert.equal(pickToken(logits, { temperature: 1, topK: 2, topP: 0.6 }, rng), 0);
+  for (let i = 0; i < 100; i++) assert.equal(pickToken(logits, { temperature: 1, topK: 2, topP: 0.6 }, sampleUniform(5, i)), 0);
   // The reference's own nucleus on 256 seeded logits (tests/oracles/conformance.py TOP_P).
   const dir = process.env.TINYGPT_CONFORMANCE ?? assert.fail("TINYGPT_CONFORMANCE must name the folder tests/oracles/conformance.py wrote");
   const fixture = readJson<{ logits: number[]; temperature: number; top_k: number; top_p: number; kept: number[] }>(join(dir, "top_p.json"));
   const draws = new Set<number>();
-  const r = new Rng(1);
-  for (let i = 0; i < 2000; i++) draws.add(pickToken(Float32Array.from(fixture.logits), { temperature: fixture.temperature, topK: fixture.top_k, topP: fixture.top_p }, r));
+  for (let i = 0; i < 2000; i++) draws.add(pickToken(Float32Array.from(fixture.logits), { temperature: fixture.temperature, topK: fixture.top_k, topP: fixture.top_p }, sampleUniform(1, i)));
   assert.deepEqual([...draws].sort((a, b) => a - b), fixture.kept);
 });
 
