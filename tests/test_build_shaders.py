@@ -311,17 +311,3 @@ def test_the_record_run_writes_what_tint_passed_and_stops_on_what_it_refused(tmp
     with pytest.raises(BuildError, match=r"bad thing \(tint\)") as e:
         shaders.record(tmp_path, f16_toggle=False)
     assert e.value.where == "shaders/mm.wgsl:1:3"
-
-
-def test_a_module_calling_subgroup_matrix_loads_has_a_twin_in_the_older_syntax():
-    """wgsl.LEGACY: the layout leaves the template for a bool before the stride, whatever the
-    arguments hold; the twin keeps the plain module's params row and its lines' origins."""
-    assert wgsl.legacy_matrix_calls("a = subgroupMatrixLoad<Left, col_major>(&t, f(1, 2) + r, S);\n"
-                                    "subgroupMatrixStore<row_major>(&o, g(x, y), v, 16u);") == \
-        "a = subgroupMatrixLoad<Left>(&t, f(1, 2) + r, true, S);\nsubgroupMatrixStore(&o, g(x, y), v, false, 16u);"
-    names = wgsl.names(REPO)
-    twins = [n for n in names if n.endswith(wgsl.LEGACY)]
-    assert twins == ["levers/coop-matrix/matmul_vec4" + wgsl.LEGACY]
-    twin, plain = wgsl.compose(REPO, twins[0]), wgsl.compose(REPO, "levers/coop-matrix/matmul_vec4")
-    assert "_major>" not in twin.text and twin.text.count("subgroupMatrixLoad<") == plain.text.count("subgroupMatrixLoad<")
-    assert twin.origins == plain.origins and wgsl.params_row(twins[0]) == "matmul_vec4"

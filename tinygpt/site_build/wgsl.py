@@ -61,53 +61,20 @@ def prelude(source: str, elem: str) -> list[tuple[str, tuple[str, int]]]:
         for k, v in consts.items()]
 
 
-# A module's twin in the older syntax of Chromium's subgroup-matrix loads and stores, for browsers
-# whose Tint predates the layout in the template (the coop-matrix lever compiles both and takes the
-# one that compiles): `subgroupMatrixLoad<T, L>(p, offset, stride)` becomes
-# `subgroupMatrixLoad<T>(p, offset, L == col_major, stride)`, `subgroupMatrixStore<L>(p, offset, v,
-# stride)` becomes `subgroupMatrixStore(p, offset, v, L == col_major, stride)`.
-LEGACY = ".legacy"
-MATRIX_CALL = re.compile(r"subgroupMatrix(Load|Store)<(?:([^<>,]+),\s*)?(row_major|col_major)>\(")
-
-
-def legacy_matrix_calls(text: str) -> str:
-    """text with every templated subgroup-matrix load and store in the older syntax (LEGACY)."""
-    out, at = [], 0
-    while found := MATRIX_CALL.search(text, at):
-        depth, end = 1, found.end()
-        while depth:  # the call's closing parenthesis, and its last top-level comma (before the stride)
-            depth += {"(": 1, ")": -1}.get(text[end], 0)
-            if text[end] == "," and depth == 1:
-                last_comma = end
-            end += 1
-        template = f"<{found[2].strip()}>" if found[2] else ""
-        col_major = "true" if found[3] == "col_major" else "false"
-        out += [text[at:found.start()], f"subgroupMatrix{found[1]}{template}(", text[found.end():last_comma], f", {col_major}",
-                text[last_comma:end]]
-        at = end
-    return "".join(out) + text[at:]
-
-
 def names(root: Path) -> list[str]:
     """The modules: shaders/*.wgsl and the levers' shaders/levers/*/*.wgsl (shaders/lib/ holds
-    what they include), as paths under shaders/ without the suffix, and the LEGACY twin of each that
-    calls subgroup-matrix loads or stores."""
+    what they include), as paths under shaders/ without the suffix."""
     shaders = root / "shaders"
     found = [*shaders.glob("*.wgsl"), *shaders.glob("levers/*/*.wgsl")]
-    files = sorted(p.relative_to(shaders).with_suffix("").as_posix() for p in found)
-    twins = [n + LEGACY for n in files if n.startswith("levers/") and MATRIX_CALL.search(compose(root, n).text)]
-    return sorted(files + twins)
+    return sorted(p.relative_to(shaders).with_suffix("").as_posix() for p in found)
 
 
 def params_row(name: str) -> str:
     """The facts.json wgsl.params row a module's Params follow: a lever's variant keeps its plain module's."""
-    return name.rsplit("/", 1)[-1].removesuffix(LEGACY)
+    return name.rsplit("/", 1)[-1]
 
 
 def compose(root: Path, name: str, elem: str = "f32") -> Module:
-    if name.endswith(LEGACY):
-        module = compose(root, name.removesuffix(LEGACY), elem)
-        return Module(name, legacy_matrix_calls(module.text), module.origins)
     directives = [(line, (f"shaders/{name}.wgsl", 1)) for line in ELEMENTS[elem]]
     body = prelude(f"shaders/{name}.wgsl", elem)
     seen: set[str] = set()

@@ -46,11 +46,6 @@ interface LeverBase {
   shapes?: GateShape[];
   /** Its kernels round operands to f16 (sums stay f32): the backend conformance suite holds its table to facts.conformance.f16. */
   f16?: boolean;
-  /**
-   * Its table as this browser's compiler takes it, tried on a device before the gate (coop-matrix:
-   * the subgroup-matrix syntax, new or old), or null where no form compiles; absent: as it is.
-   */
-  compiled?: (device: GPUDevice, table: Partial<KernelTable>) => Promise<Partial<KernelTable> | null>;
 }
 
 /** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */
@@ -96,16 +91,6 @@ function curveShare(got: number[], want: number[]): number {
 
 const CURVE = `${facts.gate.check_steps}-step loss`;
 
-/** `use` with a device on `on`: the caller's shared one, or one made with `features` and destroyed after. */
-async function withDevice<T>(on: GateDevice, features: GPUFeatureName[], use: (context: GpuContext) => Promise<T>): Promise<T> {
-  const context = "context" in on ? on.context : await requestGpu(on.gpu, undefined, features);
-  try {
-    return await use(context);
-  } finally {
-    if (!("context" in on)) context.device.destroy();
-  }
-}
-
 /**
  * Whether the kernel table `kernels` trains every shape like the plain kernels
  * do on this adapter (failure null), else why not, with the worst errors measured.
@@ -115,7 +100,8 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
   const measured: GateErrors[] = [];
   let failure: string | null = null;
   // One device for both sides: the plain kernels compile once, the variants only what they replace.
-  await withDevice(on, features, async (context) => {
+  const context = "context" in on ? on.context : await requestGpu(on.gpu, undefined, features);
+  try {
     for (const [i, { model, batch }] of shapes.entries()) {
       if (failure) break;
       const train = defaultTrainConfig(batch, LR);
@@ -173,7 +159,9 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
         variant.dispose();
       }
     }
-  });
+  } finally {
+    if (!("context" in on)) context.device.destroy();
+  }
   if (!failure && unexercised.size) failure = `the gate's shapes never run ${[...unexercised].join(", ")}`;
   return { failure, errors: worst(...measured) };
 }
@@ -205,15 +193,13 @@ export function tableOn(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<
 export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<GpuLevers> {
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
-    const offered = tableOn(lever, adapter, wgsl);
-    if (!offered) continue;
+    const kernels = tableOn(lever, adapter, wgsl);
+    if (!kernels) continue;
     const features = leverFeatures(lever);
-    // Chosen anew each session, before the gate: a verdict is kept per browser, not the choice.
-    const kernels = lever.compiled ? await withDevice(on, features, ({ device }) => lever.compiled!(device, offered)) : offered;
     // The variants and the plain kernels they are held to.
-    const sources = Object.entries(kernels ?? offered).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
+    const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
     const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
-    const verdict = await gate(lever.id, key, kernels ? () => kernelTableAgrees(on, kernels, features, lever.shapes) : async () => ({ failure: "its shaders do not compile in this browser", errors: {} }));
+    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, kernels, features, lever.shapes));
     out.verdicts[lever.id] = verdict;
     if (verdict.pass) {
       Object.assign(out.kernels, kernels);

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import recorded from "./configs.json";
 import { F32_KERNELS, type KernelTable, weightGradOp } from "../../engine/gpu/kernels";
-import { BUILT_CONFIGS, chooseConfig, compiledTable, coopTable, type MatrixInfo } from "./lever";
+import { BUILT_CONFIGS, chooseConfig, coopTable, type MatrixInfo } from "./lever";
 
 const H200_LIMITS = { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 };
 const info = (name: keyof typeof recorded) => recorded[name] as MatrixInfo;
@@ -62,26 +62,4 @@ test("coop-matrix: no table for a subgroup size that may vary, one outside 16..1
   assert.equal(coopTable({ info: h200, limits: { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 16384 } }), null);
   assert.equal(coopTable({ info: { ...h200, subgroupMinSize: 64, subgroupMaxSize: 64 }, limits: { ...H200_LIMITS, maxComputeInvocationsPerWorkgroup: 256 } }), null);
   assert.notEqual(coopTable({ info: { ...h200, subgroupMinSize: 64, subgroupMaxSize: 64 }, limits: H200_LIMITS }), null);
-});
-
-test("coop-matrix: the table compiles in the templated syntax where the browser takes it, else in the older one, else not at all", async () => {
-  const table = coopTable({ info: info("nvidia-h200"), limits: H200_LIMITS })!;
-  // A compiler that knows only one syntax: the layout in the template, or a bool before the stride.
-  const compiler = (takes: "templated" | "older" | "neither") => ({
-    pushErrorScope() {},
-    popErrorScope: async () => null,
-    createShaderModule: ({ code }: { code: string }) => ({
-      getCompilationInfo: async () => {
-        const templated = /subgroupMatrixLoad<\w+, (row|col)_major>/.test(code);
-        const ok = takes === (templated ? "templated" : "older");
-        return { messages: ok ? [] : [{ type: "error", message: "unresolved call" }] };
-      },
-    }),
-  }) as unknown as GPUDevice;
-  const sources = (t: Partial<KernelTable> | null) => new Set(Object.values(t ?? {}).map((k) => k!.source));
-  assert.deepEqual(sources(await compiledTable(compiler("templated"), table)), sources(table));
-  const older = await compiledTable(compiler("older"), table);
-  assert.ok(older && [...sources(older)].every((code) => /subgroupMatrixLoad<Left>\([^)]*, (true|false), /.test(code) && !/_major>/.test(code)));
-  assert.deepEqual(Object.keys(older), Object.keys(table));
-  assert.equal(await compiledTable(compiler("neither"), table), null);
 });

@@ -6,7 +6,6 @@
 // subgroupMatrixConfigs), and its one subgroup size, which the kernels' workgroups are made of.
 
 import matmulVec4 from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.wgsl";
-import matmulVec4Legacy from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.legacy.wgsl";
 import { F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
 import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
 import type { GpuLever } from "../gpu";
@@ -96,26 +95,6 @@ export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable>
   return coopKernels(size, limits.maxComputeWorkgroupStorageSize);
 }
 
-// Each module in the older subgroup-matrix syntax (tinygpt/site_build/wgsl.py LEGACY), which
-// Chromium's compiler took before the layout moved into the template.
-const LEGACY = new Map([[matmulVec4, matmulVec4Legacy]]);
-
-/** Whether every module of `table` compiles on `device`, its errors caught rather than raised on the device. */
-async function compiles(device: GPUDevice, table: Partial<KernelTable>): Promise<boolean> {
-  const sources = new Set(Object.values(table).map((k) => k!.source));
-  device.pushErrorScope("validation");
-  const infos = await Promise.all([...sources].map((code) => device.createShaderModule({ code }).getCompilationInfo()));
-  const error = await device.popErrorScope();
-  return !error && infos.every((info) => !info.messages.some((m) => m.type === "error"));
-}
-
-/** The table in the syntax this device's compiler takes, the templated one first; null where neither compiles. */
-export async function compiledTable(device: GPUDevice, table: Partial<KernelTable>): Promise<Partial<KernelTable> | null> {
-  const legacy = Object.fromEntries(Object.entries(table).map(([op, k]) => [op, { ...k!, source: LEGACY.get(k!.source) ?? k!.source }]));
-  for (const t of [table, legacy]) if (await compiles(device, t)) return t;
-  return null;
-}
-
 export const COOP_MATRIX = {
   id: ID,
   feature: "chromium-experimental-subgroup-matrix" as GPUFeatureName,
@@ -126,5 +105,4 @@ export const COOP_MATRIX = {
   // (its weight gradients' 64 blocks); the 20-step curve trains on the first.
   shapes: [WIDE_SHAPE, GATE_SHAPES[0]],
   f16: true,
-  compiled: compiledTable,
 } satisfies GpuLever;
