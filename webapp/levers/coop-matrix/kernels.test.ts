@@ -5,7 +5,7 @@
 // TINYGPT_DAWN_F16_TOGGLE=1); elsewhere each test says the adapter lacks them. The lever's gate
 // compares whole training steps; this finds the kernel.
 import assert from "node:assert/strict";
-import { after, test } from "node:test";
+import { test } from "node:test";
 import { join } from "node:path";
 import facts from "../../../tinygpt/facts.json";
 import { gpu, noGpu } from "../../engine/test/dawn";
@@ -22,16 +22,16 @@ interface MatmulCase { M: number; N: number; K: number; a: string; b: string; bi
 const conformance = process.env.TINYGPT_CONFORMANCE;
 const cases = conformance ? readJson<{ matmul: MatmulCase[] }>(join(conformance, "kernels.json")) : null;
 
+// As gpu.test.ts gets its levers' devices (a device awaited at the top of this file, or destroyed
+// at its end, aborted Node on the H200).
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const table = adapter ? tableOn(COOP_MATRIX, adapter, gpu.wgslLanguageFeatures) : null;
-const device = table ? (await requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX))).device : null;
-// The device goes before the process does: Dawn torn down with a live one has aborted Node.
-after(() => device?.destroy());
+const own = table ? requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX)) : null;
 const skip = noGpu ?? (!cases ? "TINYGPT_CONFORMANCE names no folder with kernels.json (tests/test_engine_node.py writes one)" : table ? false : `the adapter lacks ${leverFeatures(COOP_MATRIX).join(", ")} or a table for it`);
 
 /** One dispatch of `kernel` (as `op`) on `inputs`; the bindings in `outputs` start as given (NaN where only a length) and are read back. */
 async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, outputs: Record<number, Float32Array | number>): Promise<Record<number, Float32Array>> {
-  const gpuDevice = device!;
+  const gpuDevice = (await own!).device;
   const kernel: Kernel = table![op]!;
   const buffer = (data: Float32Array, usage: number) => {
     const b = gpuDevice.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage });
