@@ -206,10 +206,18 @@ export class Graph {
     return { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 };
   }
 
+  /**
+   * A matmul dispatch. Its bias (binding 3) and aux (binding 5) are read only under their flags;
+   * where the caller gives none, A's binding is bound there again (read-only bindings may alias).
+   */
+  private product(r: Recorder, op: Op, sizes: Sizes, bindings: Record<number, Binding>): void {
+    r.op(op, sizes, { 3: bindings[1], 5: bindings[1], ...bindings });
+  }
+
   /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
   private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
     const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
-    r.op(op, sizes, { ...bindings, 2: this.weight(op, weight) });
+    this.product(r, op, sizes, { ...bindings, 2: this.weight(op, weight) });
   }
 
   private g(name: string): GPUBufferBinding {
@@ -226,7 +234,7 @@ export class Graph {
   private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
     this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M }, GRAD_B);
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
-    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
+    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 4: dx });
   }
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A or GRAD_B). */
@@ -234,11 +242,11 @@ export class Graph {
     const op = weightGradOp(this.kernels, M, N, K);
     const S = this.kSplits(op, M, N, K);
     if (S === 1) {
-      r.op(op, { M, N, K, flags: grad }, { 1: a, 2: b, 3: a, 4: out });
+      this.product(r, op, { M, N, K, flags: grad }, { 1: a, 2: b, 4: out });
       return;
     }
     const partials = this.partials(S * M * N);
-    r.op(op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
+    this.product(r, op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 4: partials });
     r.op("colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
@@ -299,7 +307,7 @@ export class Graph {
       r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
-    this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+    this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 4: this.logits });
   }
 
   /**
@@ -331,7 +339,7 @@ export class Graph {
       addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
     this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
-    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 4: this.logits });
   }
 
   /** Per-position cross-entropy and its mean into `loss`. */
@@ -351,7 +359,7 @@ export class Graph {
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
     this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT }, GRAD_A);
-    this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
+    this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
       const a = this.layers[l];

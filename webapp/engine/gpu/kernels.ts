@@ -25,11 +25,20 @@ type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
 export const MAX_HEAD_DIM = facts.wgsl.consts.MAX_HEAD_DIM;
-/** Params.flags bits, as the shaders' prelude declares them. */
+/** Params.flags bits, as the shaders' prelude declares them (what each does: facts.json wgsl._doc). */
 export const BIAS = facts.wgsl.consts.BIAS;
 export const ACCUMULATE = facts.wgsl.consts.ACCUMULATE;
 export const GRAD_A = facts.wgsl.consts.GRAD_A;
 export const GRAD_B = facts.wgsl.consts.GRAD_B;
+export const GELU = facts.wgsl.consts.GELU;
+export const GELU_GRAD = facts.wgsl.consts.GELU_GRAD;
+export const RESIDUAL = facts.wgsl.consts.RESIDUAL;
+
+/** Where a matmul with GELU stores gelu(C) in its c, in elements: past C's, at the next multiple of GELU_ALIGN (lib/gelu.wgsl gelu_half). */
+export function geluHalf(elements: number): number {
+  const align = facts.wgsl.consts.GELU_ALIGN;
+  return Math.ceil(elements / align) * align;
+}
 
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;
