@@ -61,7 +61,7 @@ def test_params_are_packed_by_name_in_the_engines_order():
     with pytest.raises(KeyError):
         gpu.pack_params("layernorm", dict(rows=7, C=3, eps=0.5))
     with pytest.raises(KeyError):
-        gpu.pack_params("gelu", dict(n=1, m=2))
+        gpu.pack_params("matmul", dict(M=1, N=2, K=3, flags=0, n=4))
 
 
 # ---------------------------------------------------------------------------- matmul
@@ -282,24 +282,42 @@ def test_layernorm(rng, B, T, C):
 
 # ---------------------------------------------------------------------------- gelu
 
+def through_the_store(shader, entry, block, x, flags, aux=None):
+    """x through a matmul's store as the product X·I, exactly x: X holds x in rows as wide as the
+    module's alignment (1, or 4 for the vec4 modules, in a multiple of 4 rows for matmul_tn), zeros
+    after it. Returns what the store left for x's elements: c, or with GELU gelu(c)."""
+    width = 1 if shader == "matmul" else 4
+    rows = -(-x.size // 16) * 16 // width
+
+    def laid_out(v):
+        return np.pad(v, (0, rows * width - v.size)).reshape(rows, width)
+
+    out = run_matmul(shader, entry, block, laid_out(x), np.eye(width, dtype=np.float32), flags,
+                     aux=None if aux is None else laid_out(aux))
+    return out[gelu_half(rows * width) if flags & GELU else 0:][: x.size]
+
+
+@pytest.mark.parametrize("shader,entry,block", MATMULS)
 @pytest.mark.parametrize("n", [1, 1000, 70_001])
-def test_gelu(rng, n):
+def test_gelu(rng, shader, entry, block, n):
+    """The store's GELU and GELU_GRAD maths (lib/gelu.wgsl) against the reference, on products that
+    are their inputs exactly."""
     x = randn(rng, n) * 3
     dy = randn(rng, n)
     ref, cdf = model.gelu_forward(x.astype(np.float64))
-    out = gpu.run("gelu", "gelu_forward", dict(n=n), {1: x, 2: nans(n)}, gpu.groups_1d(n), out=[2])[2]
-    check("gelu", out, ref)
-    out = gpu.run("gelu", "gelu_backward", dict(n=n), {1: x, 3: dy, 4: nans(n)}, gpu.groups_1d(n), out=[4])[4]
+    check("gelu", through_the_store(shader, entry, block, x, GELU), ref)
+    out = through_the_store(shader, entry, block, dy, GELU_GRAD, aux=x)
     check("gelu", out, model.gelu_backward(dy.astype(np.float64), x.astype(np.float64), cdf))
 
 
-def test_gelu_is_relatively_accurate_in_the_tails():
+@pytest.mark.parametrize("shader,entry,block", MATMULS)
+def test_gelu_is_relatively_accurate_in_the_tails(shader, entry, block):
     """Φ comes from an erfc fit with a relative error bound, so x·Φ(x) keeps its relative
     accuracy far into the negative tail, where it is tiny. f32 exp of a large argument adds
     ~x²·6e-8 there. Compared with erfc in float64 (the reference's 1 + erf form cancels to 0)."""
     x = np.linspace(-12, 12, 48_001, dtype=np.float32)
     x = x[x != 0]
-    out = gpu.run("gelu", "gelu_forward", dict(n=x.size), {1: x, 2: nans(x.size)}, gpu.groups_1d(x.size), out=[2])[2]
+    out = through_the_store(shader, entry, block, x, GELU)
     x64 = x.astype(np.float64)
     exact = x64 * 0.5 * np.vectorize(math.erfc)(-x64 / math.sqrt(2.0))
     rel = np.abs(out - exact) / np.abs(exact)
@@ -423,23 +441,16 @@ def test_embedding(rng, B, T, C):
     assert (got[T:] == 5.0).all(), "rows of wpe past T must be left alone"
 
 
-# ---------------------------------------------------------------------------- residual
-
-@pytest.mark.parametrize("n", [1, 255, 257, 100_000])
-def test_residual(rng, n):
-    a, b = randn(rng, n), randn(rng, n)
-    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
-    check("residual", out, a + b)
-
-
 def test_elementwise_grid_wraps_past_65535_workgroups(rng):
-    n = 65536 * 256 + 300  # needs a second row of workgroups
-    a = np.arange(n, dtype=np.float32)  # cheaper to make than randn at this size
-    b = np.full(n, 0.5, np.float32)
-    groups = gpu.groups_1d(n)
+    """lib/grid.wgsl, through the embedding: B·T·C past 65535 workgroups of 256 needs a second row."""
+    V, B, T, C = FACTS["vocab_size"], 257, 256, 256
+    tokens = rng.integers(0, V, B * T).astype(np.uint32)
+    wte, wpe = randn(rng, V, C), randn(rng, T, C)
+    groups = gpu.groups_1d(B * T * C)
     assert groups[1] == 2
-    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, groups, out=[3])[3]
-    check("residual", out, a + b)
+    out = gpu.run("embedding", "embedding_forward", dict(B=B, T=T, C=C, V=V, flags=0),
+                  {1: tokens, 2: wte, 3: wpe, 4: nans(B, T, C)}, groups, out=[4])[4]
+    check("embedding", out, model.encoder_forward(wte, wpe, tokens.reshape(B, T).astype(np.int64)))
 
 
 # ---------------------------------------------------------------------------- cross-entropy

@@ -12,15 +12,13 @@ import matmulVec4 from "../../../.cache/wgsl/matmul_vec4.wgsl";
 import matvec from "../../../.cache/wgsl/matvec.wgsl";
 import layernorm from "../../../.cache/wgsl/layernorm.wgsl";
 import embedding from "../../../.cache/wgsl/embedding.wgsl";
-import gelu from "../../../.cache/wgsl/gelu.wgsl";
-import residual from "../../../.cache/wgsl/residual.wgsl";
 import attention from "../../../.cache/wgsl/attention.wgsl";
 import decode from "../../../.cache/wgsl/decode.wgsl";
 import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
 import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
 import facts from "../../../tinygpt/facts.json";
 
-const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer };
+const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, attention, decode, crossentropy, optimizer };
 type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
@@ -118,9 +116,6 @@ export const F32_KERNELS = {
   // `splits` cuts the positions along grid z.
   embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, s.splits ?? 1], true),
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
-  gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
-  gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
-  residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
   attention_forward: kernel("attention", "attention_forward", perHeadBlock),
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
