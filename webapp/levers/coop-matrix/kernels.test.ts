@@ -11,8 +11,8 @@ import facts from "../../../tinygpt/facts.json";
 import { gpu, noGpu } from "../../engine/test/dawn";
 import { f32, readJson } from "../../engine/test/fixtures";
 import { requestGpu } from "../../engine/gpu/device";
-import { ACCUMULATE, BIAS, GELU, GELU_GRAD, GRAD_A, GRAD_B, RESIDUAL, type Kernel, type KernelTable, type Op, type Sizes, geluHalf } from "../../engine/gpu/kernels";
-import { packParams } from "../../engine/gpu/recorder";
+import { ACCUMULATE, BIAS, F32_KERNELS, GELU, GELU_GRAD, GRAD_A, GRAD_B, RESIDUAL, type Op, type Sizes, geluHalf } from "../../engine/gpu/kernels";
+import { Pipelines, Recorder, encode } from "../../engine/gpu/recorder";
 import { leverFeatures, tableOn } from "../gpu";
 import { COOP_MATRIX } from "./lever";
 
@@ -22,55 +22,48 @@ interface MatmulCase { M: number; N: number; K: number; a: string; b: string; bi
 const conformance = process.env.TINYGPT_CONFORMANCE;
 const cases = conformance ? readJson<{ matmul: MatmulCase[] }>(join(conformance, "kernels.json")) : null;
 
-// As gpu.test.ts gets its levers' devices (a device awaited at the top of this file, or destroyed
-// at its end, aborted Node on the H200).
 const adapter = noGpu ? null : await gpu.requestAdapter();
 const table = adapter ? tableOn(COOP_MATRIX, adapter, gpu.wgslLanguageFeatures) : null;
 const own = table ? requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX)) : null;
 const skip = noGpu ?? (!cases ? "TINYGPT_CONFORMANCE names no folder with kernels.json (tests/test_engine_node.py writes one)" : table ? false : `the adapter lacks ${leverFeatures(COOP_MATRIX).join(", ")} or a table for it`);
 
-/** One dispatch of `kernel` (as `op`) on `inputs`; the bindings in `outputs` start as given (NaN where only a length) and are read back. */
+/**
+ * One dispatch of the table's `op` on `inputs`, recorded and encoded as the engine does (recorder.ts);
+ * the bindings in `outputs` start as given (NaN where only a length) and are read back.
+ */
 async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, outputs: Record<number, Float32Array | number>): Promise<Record<number, Float32Array>> {
-  const gpuDevice = (await own!).device;
-  const kernel: Kernel = table![op]!;
-  const buffer = (data: Float32Array, usage: number) => {
-    const b = gpuDevice.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage });
-    gpuDevice.queue.writeBuffer(b, 0, data as Float32Array<ArrayBuffer>);
+  const device = (await own!).device;
+  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  const buffer = (data: Float32Array) => {
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: storage });
+    device.queue.writeBuffer(b, 0, data as Float32Array<ArrayBuffer>);
     return b;
   };
-  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-  const bound = new Map<number, GPUBuffer>();
-  for (const [i, data] of Object.entries(inputs)) bound.set(Number(i), buffer(data, storage));
-  for (const [i, out] of Object.entries(outputs)) bound.set(Number(i), buffer(typeof out === "number" ? new Float32Array(out).fill(NaN) : out, storage));
-  const params = gpuDevice.createBuffer({ size: 256, usage: GPUBufferUsage.UNIFORM | GPUBufferUsage.COPY_DST });
-  gpuDevice.queue.writeBuffer(params, 0, packParams(op, kernel, sizes));
-  gpuDevice.pushErrorScope("validation");
-  const pipeline = await gpuDevice.createComputePipelineAsync({ layout: "auto", compute: { module: gpuDevice.createShaderModule({ code: kernel.source }), entryPoint: kernel.entry, constants: kernel.constants } });
-  const entries = [{ binding: 0, resource: { buffer: params } }, ...[...bound].map(([binding, b]) => ({ binding, resource: { buffer: b } }))];
-  const enc = gpuDevice.createCommandEncoder();
+  const bound: Record<number, GPUBuffer> = {};
+  for (const [i, data] of Object.entries(inputs)) bound[Number(i)] = buffer(data);
+  for (const [i, out] of Object.entries(outputs)) bound[Number(i)] = buffer(typeof out === "number" ? new Float32Array(out).fill(NaN) : out);
+  const pipelines = new Pipelines({ ...F32_KERNELS, ...table! });
+  await pipelines.compile(device, [op]);
+  const r = new Recorder(device, pipelines);
+  r.op(op, sizes, bound);
+  const enc = device.createCommandEncoder();
   const pass = enc.beginComputePass();
-  pass.setPipeline(pipeline);
-  pass.setBindGroup(0, gpuDevice.createBindGroup({ layout: pipeline.getBindGroupLayout(0), entries }));
-  pass.dispatchWorkgroups(...kernel.workgroups(sizes));
+  encode(pass, r.finish(op));
   pass.end();
-  const reads = Object.keys(outputs).map((i) => {
-    const src = bound.get(Number(i))!;
-    const dst = gpuDevice.createBuffer({ size: src.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    enc.copyBufferToBuffer(src, 0, dst, 0, src.size);
-    return [Number(i), dst] as const;
+  const reads = Object.entries(outputs).map(([i, out]) => {
+    const n = typeof out === "number" ? out : out.length;
+    const staging = device.createBuffer({ size: bound[Number(i)].size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    enc.copyBufferToBuffer(bound[Number(i)], 0, staging, 0, staging.size);
+    return [Number(i), staging, n] as const;
   });
-  gpuDevice.queue.submit([enc.finish()]);
-  const error = await gpuDevice.popErrorScope();
-  if (error) throw new Error(`${op}: ${error.message}`);
-  const out: Record<number, Float32Array> = {};
-  for (const [i, dst] of reads) {
-    await dst.mapAsync(GPUMapMode.READ);
-    const n = typeof outputs[i] === "number" ? (outputs[i] as number) : (outputs[i] as Float32Array).length;
-    out[i] = new Float32Array(dst.getMappedRange().slice(0, n * 4));
-    dst.unmap();
+  device.queue.submit([enc.finish()]);
+  const got: Record<number, Float32Array> = {};
+  for (const [i, staging, n] of reads) {
+    await staging.mapAsync(GPUMapMode.READ, 0, n * 4);
+    got[i] = new Float32Array(staging.getMappedRange(0, n * 4).slice(0));
+    staging.unmap();
   }
-  for (const b of [...bound.values(), params]) b.destroy();
-  return out;
+  return got;
 }
 
 /** max|out - ref| / max|ref|, as tests/test_kernels.py measures the plain kernels (a NaN fails). */
@@ -107,7 +100,7 @@ test("coop-matrix: every matmul of its table matches the reference, with bias an
       const sizes = { M, N, K };
       // aux (binding 5): c0, which RESIDUAL adds and GELU_GRAD takes gelu' of.
       const run = async (flags: number, ai: Float32Array, bi: Float32Array, out: Float32Array | number, splits = 1) =>
-        (await dispatch(op as keyof KernelTable, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias, 5: c0 }, { 4: out }))[4];
+        (await dispatch(op, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias, 5: c0 }, { 4: out }))[4];
       const withBias = Float32Array.from(ab, (x, i) => x + bias[i % N]);
       const stored = await run(BIAS | GELU, a, b, geluHalf(M * N) + M * N);
       const errors = [
