@@ -50,14 +50,11 @@ class Kernel:
     def __init__(self, name, shader, entry, tile, aligned=False, bias=True):
         self.name, self.shader, self.entry, self.tile, self.aligned = name, shader, entry, tile, aligned
         self.bias = bias  # whether the entry point declares binding 3
-        # A module of shaders/ takes its tile as the override BLOCK and reads aux (binding 5) under its
-        # flags; the old variants have their tile built in and no aux.
+        # A module of shaders/ takes its tile as the override BLOCK; the old variants have theirs built in.
         self.constants = {} if isinstance(shader, Path) else {"BLOCK": tile}
-        self.aux = not isinstance(shader, Path)
 
     def bindings(self, a, b, c):
-        return ({1: a, 2: b, 4: c} | ({3: np.zeros(c.shape[-1], np.float32)} if self.bias else {})
-                | ({5: a} if self.aux else {}))
+        return {1: a, 2: b, 4: c} | ({3: np.zeros(c.shape[-1], np.float32)} if self.bias else {})
 
     def operands(self, A, B):
         """A [M,K], B [K,N] as this entry point wants them stored."""

@@ -119,7 +119,7 @@ async function setUp(pipelines: Pipelines, op: Op, M: number, N: number, K: numb
   const S = splits(pipelines, op, M, N, K);
   const buffers = [storage(a), bHalves ? storage(bHalves) : storage(b), storage(new Float32Array(N)), storage(S > 1 ? new Float32Array(S * M * N) : c)];
   const recorder = new Recorder(device, pipelines);
-  recorder.op(op, { M, N, K, flags: 0, splits: S }, { 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3], 5: buffers[0] });
+  recorder.op(op, { M, N, K, flags: 0, splits: S }, { 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3] });
   const [dispatch] = recorder.finish(op);
   const free = () => {
     recorder.destroy();

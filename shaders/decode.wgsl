@@ -1,8 +1,8 @@
 // decode.wgsl: what changes when one token runs against the KV cache instead of a whole window:
-// the kernels that depend on its position. The rest of a decode (LayerNorm, the projections with
-// GELU and the residual adds in their store, the head) is the training kernels on one row. The
-// position and the token come from a buffer, not from Params, so one recorded sequence of
-// dispatches serves every token.
+// the kernels that depend on its position. The rest of a decode (LayerNorm, the projections,
+// GELU, the residual adds, the head) is the training kernels on one row. The position and the
+// token come from a buffer, not from Params, so one recorded sequence of dispatches serves every
+// token.
 //
 // at: [pos, token] (u32): the new token and its position, which is also the number of tokens
 // the cache holds before it.

@@ -1,19 +1,15 @@
-// matmul.wgsl: C = op(A)·op(B) (+ bias, GELU, residual, + C) for any M, N, K (no multiple-of-tile
-// or multiple-of-4 requirement), plus the column sum a bias gradient needs. The product, its entry
-// points (matmul_nn, matmul_nt, matmul_tn), params, flags, override BLOCK and split are
+// matmul.wgsl: C = op(A)·op(B) (+ bias) (+ C) for any M, N, K (no multiple-of-tile or
+// multiple-of-4 requirement), plus the column sum a bias gradient needs. The product, its entry
+// points (matmul_nn, matmul_nt, matmul_tn), params, override BLOCK and split are
 // lib/matmul_tile.wgsl's; its loads and stores, one element at a time with bounds checks on
-// each, are lib/matmul_io.wgsl's, B's element read here (b_elem). matmul_vec4.wgsl is the faster
-// path for shapes whose contiguous dimensions are multiples of 4.
+// each, are lib/matmul_io.wgsl's, B's element read here (b_elem). matmul_vec4.wgsl is the faster path for shapes whose contiguous dimensions are
+// multiples of 4.
 //   group 0 binding 0: params (uniform Params)
 //           binding 1: a    (storage, read)        row-major as lib/matmul_tile.wgsl says
 //           binding 2: b    (storage, read)        row-major as lib/matmul_tile.wgsl says
 //           binding 3: bias (storage, read)        [N]; read only when flags has BIAS, else bind any
 //                                                  buffer but c (a writable binding must not alias)
-//           binding 4: c    (storage, read_write)  [M,N]; read first when flags has ACCUMULATE;
-//                                                  with GELU [G + M·N], gelu(C) from G on
-//           binding 5: aux  (storage, read)        [M,N]; read only when flags has GELU_GRAD or
-//                                                  RESIDUAL, else bind any buffer but c (the
-//                                                  graph binds a's again: read-only bindings may alias)
+//           binding 4: c    (storage, read_write)  [M,N]; read first when flags has ACCUMULATE
 // colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, and the sum of a
 //   split's partial results (any op's, not only a matmul's), rows summed in a fixed order (deterministic). Bindings 0 params (M rows, N cols), 1 a [M,N], 4 c [N].
 //   workgroup 256; dispatch (ceil(N/64), S, 1). With S > 1 the rows are cut into S runs and

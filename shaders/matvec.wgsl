@@ -6,13 +6,10 @@
 //
 // matvec_nn  c[n] = sum_k a[k]·b[k,n]  (b [K,N])
 // matvec_nt  c[n] = sum_k a[k]·b[n,k]  (b [N,K])
-//   then the flags' epilogue of the vec4 matmuls, whose store it shares (lib/matmul_vec4_store.wgsl:
-//   BIAS, GELU_GRAD, RESIDUAL, ACCUMULATE; GELU puts gelu(c) at G = N rounded up to GELU_ALIGN).
-//   Bindings as matmul.wgsl's: 0 params, 1 a [K] (read), 2 b (read), 3 bias [N] (read; without
-//   BIAS any buffer of at least 16 bytes but c), 4 c [N], with GELU [G + N] (read_write), 5 aux [N]
-//   (read; without GELU_GRAD or RESIDUAL any buffer of at least 16 bytes but c); all as vec4s, so
-//   N % 4 == 0 and K % 4 == 0. Workgroup 256, dispatch (ceil(N/32), 1, 1): each workgroup owns
-//   32 outputs.
+//   + bias[n] with BIAS, + c[n] with ACCUMULATE (Params.flags). Bindings as matmul.wgsl's:
+//   0 params, 1 a [K] (read), 2 b (read), 3 bias [N] (read; without BIAS any buffer of at least
+//   16 bytes but c), 4 c [N] (read_write); all as vec4s, so N % 4 == 0 and K % 4 == 0.
+//   Workgroup 256, dispatch (ceil(N/32), 1, 1): each workgroup owns 32 outputs.
 // nn: invocation (s, j) = (t/8, t%8) sums rows k = s, s+32, ... of the vec4 of columns j, so 8
 //   neighbours read 128 contiguous bytes of a row of b.
 // nt: invocation (r, s) = (t/8, t%8) sums the vec4s s, s+8, ... along K of row r, 8 neighbours
@@ -20,8 +17,6 @@
 // The slices' partial sums are added in a fixed order through workgroup memory: deterministic.
 //
 // Params: M (1), N, K, flags (u32).
-
-#include "lib/matmul_vec4_store.wgsl"
 
 struct Params {
   M: u32,
@@ -35,10 +30,21 @@ const LANES = 8u; // nn: vec4 columns per workgroup; nt: slices of K per output
 const SLICES = 32u; // nn: slices of K per vec4 column
 
 @group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> b: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> bias: array<vec4<f32>>;
+@group(0) @binding(4) var<storage, read_write> c: array<vec4<f32>>;
 
 var<workgroup> part4: array<vec4<f32>, 256>;
 var<workgroup> part: array<f32, 256>;
+
+// The vec4 of outputs `n4` from its sum: the bias and the old value added as the flags say.
+fn emit(n4: u32, sum: vec4<f32>) {
+  var out = sum;
+  if ((p.flags & BIAS) != 0u) { out += bias[n4]; }
+  if ((p.flags & ACCUMULATE) != 0u) { out += c[n4]; }
+  c[n4] = out;
+}
 
 @compute @workgroup_size(256)
 fn matvec_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
@@ -55,7 +61,7 @@ fn matvec_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_ind
   if (s == 0u && n4 < N4) {
     var sum = vec4<f32>(0.0);
     for (var i = 0u; i < SLICES; i++) { sum += part4[i * LANES + j]; }
-    store4(0u, 0u, 4u * n4, sum);
+    emit(n4, sum);
   }
 }
 
@@ -77,6 +83,6 @@ fn matvec_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_ind
     for (var i = 0u; i < LANES; i++) {
       sum += vec4<f32>(part[(4u * t) * LANES + i], part[(4u * t + 1u) * LANES + i], part[(4u * t + 2u) * LANES + i], part[(4u * t + 3u) * LANES + i]);
     }
-    store4(0u, 0u, 4u * n4, sum);
+    emit(n4, sum);
   }
 }

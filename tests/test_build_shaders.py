@@ -176,12 +176,12 @@ PARAMS = "struct Params {\n  n: u32,\n  scale: f32,\n}\n\n"
     ("count: u32,", "count", "field 1 is count, but tinygpt/facts.json:"),
 ])
 def test_params_that_disagree_with_the_engines_table_fail_at_the_field(tmp_path, struct, field, expected):
-    """optimizer's row of facts.json wgsl.params says its Params starts with a u32, n, then n_partials."""
-    assert FACTS["wgsl"]["params"]["optimizer"][:2] == ["n", "n_partials"]
-    source = "// optimizer\nstruct Params {\n  " + struct + "\n}\n" + GOOD
+    """gelu's row of facts.json wgsl.params says its Params is one u32, n."""
+    assert FACTS["wgsl"]["params"]["gelu"] == ["n"]
+    source = "// gelu\nstruct Params {\n  " + struct + "\n}\n" + GOOD
     with pytest.raises(BuildError, match=expected) as e:
-        run(tmp_path, {"optimizer.wgsl": source})
-    assert e.value.where == "shaders/optimizer.wgsl:" + location_of(source, field).split(":")[0]
+        run(tmp_path, {"gelu.wgsl": source})
+    assert e.value.where == "shaders/gelu.wgsl:" + location_of(source, field).split(":")[0]
 
 
 def test_params_without_a_row_in_the_table_fail_at_the_struct(tmp_path):
@@ -218,17 +218,17 @@ def test_a_levers_variant_is_a_module_held_to_its_plain_modules_params(tmp_path)
     """shaders/levers/<id>/<module>.wgsl is composed and written like any module, and its Params
     must be the plain module's row: the engine packs a variant's params by that row."""
     shutil.copytree(REPO / "shaders", tmp_path / "shaders")
-    variant = tmp_path / "shaders" / "levers" / "demo" / "optimizer.wgsl"
+    variant = tmp_path / "shaders" / "levers" / "demo" / "gelu.wgsl"
     variant.parent.mkdir(parents=True)
-    variant.write_text('#include "optimizer.wgsl"\n')
-    assert "levers/demo/optimizer" in wgsl.names(tmp_path)
-    shaders.check_params(wgsl.compose(tmp_path, "levers/demo/optimizer"))
+    variant.write_text('#include "gelu.wgsl"\n')
+    assert "levers/demo/gelu" in wgsl.names(tmp_path)
+    shaders.check_params(wgsl.compose(tmp_path, "levers/demo/gelu"))
     wgsl.write_modules(tmp_path)
-    written = tmp_path / ".cache" / "wgsl" / "levers" / "demo" / "optimizer.wgsl"
-    assert written.read_text() == wgsl.compose(tmp_path, "levers/demo/optimizer").text
-    variant.write_text((tmp_path / "shaders" / "optimizer.wgsl").read_text().replace("  n: u32,", "  count: u32,", 1))
+    written = tmp_path / ".cache" / "wgsl" / "levers" / "demo" / "gelu.wgsl"
+    assert written.read_text() == wgsl.compose(tmp_path, "levers/demo/gelu").text
+    variant.write_text((tmp_path / "shaders" / "gelu.wgsl").read_text().replace("  n: u32,", "  count: u32,", 1))
     with pytest.raises(BuildError, match="field 1 is count, but tinygpt/facts.json:"):
-        shaders.check_params(wgsl.compose(tmp_path, "levers/demo/optimizer"))
+        shaders.check_params(wgsl.compose(tmp_path, "levers/demo/gelu"))
     variant.unlink()
     wgsl.write_modules(tmp_path)
     assert not written.exists(), "a variant that is gone must not stay importable"

@@ -61,7 +61,7 @@ def test_params_are_packed_by_name_in_the_engines_order():
     with pytest.raises(KeyError):
         gpu.pack_params("layernorm", dict(rows=7, C=3, eps=0.5))
     with pytest.raises(KeyError):
-        gpu.pack_params("matmul", dict(M=1, N=2, K=3, flags=0, n=4))
+        gpu.pack_params("gelu", dict(n=1, m=2))
 
 
 # ---------------------------------------------------------------------------- matmul
@@ -100,37 +100,16 @@ def operands(entry, A, B):
     return A, B
 
 
-FLAGS = FACTS["wgsl"]["consts"]
-BIAS, ACCUMULATE, GRAD_A, GELU, GELU_GRAD, RESIDUAL = (
-    FLAGS[k] for k in ("BIAS", "ACCUMULATE", "GRAD_A", "GELU", "GELU_GRAD", "RESIDUAL"))
-
-
-def gelu_half(n):
-    """Where a product with GELU stores gelu(C) in c: past C's n elements, on a multiple of GELU_ALIGN."""
-    return -(-n // FLAGS["GELU_ALIGN"]) * FLAGS["GELU_ALIGN"]
-
-
-def run_matmul(shader, entry, block, A, B, flags=0, bias=None, aux=None, c=None):
-    """op(A)·op(B) and the store's epilogue, A [M,K] and B [K,N] stored as `entry` wants them; block
-    None for matvec. Returns c as left: M·N elements, G + M·N with GELU, NaN where none was given.
-    Without bias or aux, A is bound in their place, as the engine binds it."""
-    (M, K), N = A.shape, B.shape[1]
-    a, b = operands(entry, A, B)
-    if c is None:
-        c = nans(gelu_half(M * N) + M * N if flags & GELU else M * N)
-    arrays = {1: a, 2: b, 3: a if bias is None else bias, 4: c, 5: a if aux is None else aux}
-    if block is None:
-        return gpu.run(shader, entry, mm_params(M, N, K, flags), arrays, (-(-N // 32), 1, 1), out=[4])[4]
-    return gpu.run(shader, entry, mm_params(M, N, K, flags), arrays, (-(-N // block), -(-M // block), 1), out=[4],
-                   constants={"BLOCK": block})[4]
-
-
 @pytest.mark.parametrize("M,N,K", MATMUL_SHAPES)
 def test_matmul(rng, M, N, K):
-    A, B = randn(rng, M, K), randn(rng, K, N)
+    A, B, bias = randn(rng, M, K), randn(rng, K, N), randn(rng, N)
     ref = A.astype(np.float64) @ B
     for shader, entry, block in matmul_cases(M, N, K):
-        check("matmul", run_matmul(shader, entry, block, A, B), ref)
+        a, b = operands(entry, A, B)
+        groups = (-(-N // block), -(-M // block), 1)
+        out = gpu.run(shader, entry, mm_params(M, N, K), {1: a, 2: b, 3: bias, 4: nans(M, N)}, groups, out=[4],
+                      constants={"BLOCK": block})[4]
+        check("matmul", out, ref)
 
 
 def test_matmul_vec4_covers_the_presets():
@@ -142,50 +121,17 @@ def test_matmul_vec4_covers_the_presets():
             assert vec4_fits("matmul_vec4_tn", n_in, n_out, BT)
 
 
-# The store's epilogues: bias and accumulate; what the graph runs (fc_in BIAS|GELU, fc_out's input
-# gradient GRAD_A|GELU_GRAD, o_proj and fc_out BIAS|RESIDUAL); and two that hold the flags' order.
-EPILOGUES = [BIAS, ACCUMULATE, BIAS | ACCUMULATE, BIAS | GELU, GRAD_A | GELU_GRAD, BIAS | RESIDUAL,
-             BIAS | GELU_GRAD | ACCUMULATE | GELU, BIAS | RESIDUAL | ACCUMULATE | GELU]
-
-
-def epilogue(flags, o, bias, aux, c0):
-    """The reference's epilogue on the float64 product o: what c holds, and gelu of it with GELU."""
-    if flags & BIAS:
-        o = o + bias
-    if flags & GELU_GRAD:
-        o = model.gelu_backward(o, aux, model.gelu_forward(aux)[1])
-    if flags & RESIDUAL:
-        o = o + aux
-    if flags & ACCUMULATE:
-        o = o + c0
-    return o, model.gelu_forward(o)[0] if flags & GELU else None
-
-
-def check_epilogue(out, flags, M, N, o, g):
-    """c from run_matmul against the reference's o (and g, gelu of it, at gelu_half with GELU)."""
-    check("matmul", out[: M * N], o)
-    if flags & GELU:
-        assert np.isnan(out[M * N: gelu_half(M * N)]).all(), "the pad between GELU's halves is not written"
-        check("matmul", out[gelu_half(M * N):], g)
-
-
-def starting_c(flags, M, N, c0):
-    """c before the product: c0 where the store reads it (ACCUMULATE), NaN elsewhere."""
-    c = nans(gelu_half(M * N) + M * N if flags & GELU else M * N)
-    if flags & ACCUMULATE:
-        c[: M * N] = c0.ravel()
-    return c
-
-
-# Odd shapes (the scalar module alone), vec4 ones, and one whose M·N leaves GELU no pad.
-@pytest.mark.parametrize("M,N,K", [(37, 65, 100), (5, 1, 3), (68, 44, 36), (64, 64, 8)])
-@pytest.mark.parametrize("flags", EPILOGUES)
-def test_matmul_epilogue(rng, flags, M, N, K):
-    A, B, bias, aux, C0 = randn(rng, M, K), randn(rng, K, N), randn(rng, N), randn(rng, M, N), randn(rng, M, N)
-    o, g = epilogue(flags, A.astype(np.float64) @ B, bias, aux, C0)
-    for shader, entry, block in matmul_cases(M, N, K):
-        out = run_matmul(shader, entry, block, A, B, flags, bias, aux, starting_c(flags, M, N, C0))
-        check_epilogue(out, flags, M, N, o, g)
+@pytest.mark.parametrize("shader,entry,block", MATMULS)
+def test_matmul_bias_and_accumulate(rng, shader, entry, block):
+    M, N, K = 68, 44, 36
+    A, B, bias, C0 = randn(rng, M, K), randn(rng, K, N), randn(rng, N), randn(rng, M, N)
+    a, b = operands(entry, A, B)
+    groups = (-(-N // block), -(-M // block), 1)
+    for flags, ref in ((1, A.astype(np.float64) @ B + bias), (2, A.astype(np.float64) @ B + C0),
+                       (3, A.astype(np.float64) @ B + bias + C0)):
+        out = gpu.run(shader, entry, mm_params(M, N, K, flags), {1: a, 2: b, 3: bias, 4: C0}, groups, out=[4],
+                      constants={"BLOCK": block})[4]
+        check("matmul", out, ref)
 
 
 @pytest.mark.parametrize("shader,entry,block", MATMULS)
@@ -197,7 +143,7 @@ def test_matmul_split_k(rng, shader, entry, block, K, S):
     A, B = randn(rng, M, K), randn(rng, K, N)
     a, b = operands(entry, A, B)
     groups = (-(-N // block), -(-M // block), S)
-    out = gpu.run(shader, entry, mm_params(M, N, K), {1: a, 2: b, 3: a, 4: nans(S, M, N), 5: a}, groups, out=[4],
+    out = gpu.run(shader, entry, mm_params(M, N, K), {1: a, 2: b, 3: a, 4: nans(S, M, N)}, groups, out=[4],
                   constants={"BLOCK": block})[4]
     parts = out.reshape(S, M * N)
     assert np.isfinite(parts).all()
@@ -218,13 +164,13 @@ MATVEC_SHAPES += sorted({(n, k) for p in PRESETS for C in [p["n_embd"]]
 @pytest.mark.parametrize("N,K", MATVEC_SHAPES)
 @pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nt"])
 def test_matvec_is_matmul_for_one_row(rng, entry, N, K):
-    """With the matmuls' store and its epilogues: decoding runs fc_in with GELU here, and any
-    product of one row comes here (a batch of one position)."""
-    A, B, bias, aux, C0 = randn(rng, 1, K), randn(rng, K, N), randn(rng, N), randn(rng, N), randn(rng, N)
-    for flags in (0, *EPILOGUES):
-        o, g = epilogue(flags, A.astype(np.float64) @ B, bias, aux, C0)
-        out = run_matmul("matvec", entry, None, A, B, flags, bias, aux, starting_c(flags, 1, N, C0))
-        check_epilogue(out, flags, 1, N, o, g)
+    A, B, bias, C0 = randn(rng, 1, K), randn(rng, K, N), randn(rng, N), randn(rng, N)
+    a, b = operands(entry, A, B)
+    product = (A.astype(np.float64) @ B)[0]
+    for flags, ref in ((0, product), (1, product + bias), (3, product + bias + C0)):
+        out = gpu.run("matvec", entry, mm_params(1, N, K, flags), {1: a, 2: b, 3: bias, 4: C0 if flags & 2 else nans(N)},
+                      (-(-N // 32), 1, 1), out=[4])[4]
+        check("matmul", out, ref)
 
 
 @pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
@@ -282,42 +228,24 @@ def test_layernorm(rng, B, T, C):
 
 # ---------------------------------------------------------------------------- gelu
 
-def through_the_store(shader, entry, block, x, flags, aux=None):
-    """x through a matmul's store as the product X·I, exactly x: X holds x in rows as wide as the
-    module's alignment (1, or 4 for the vec4 modules, in a multiple of 4 rows for matmul_tn), zeros
-    after it. Returns what the store left for x's elements: c, or with GELU gelu(c)."""
-    width = 1 if shader == "matmul" else 4
-    rows = -(-x.size // 16) * 16 // width
-
-    def laid_out(v):
-        return np.pad(v, (0, rows * width - v.size)).reshape(rows, width)
-
-    out = run_matmul(shader, entry, block, laid_out(x), np.eye(width, dtype=np.float32), flags,
-                     aux=None if aux is None else laid_out(aux))
-    return out[gelu_half(rows * width) if flags & GELU else 0:][: x.size]
-
-
-@pytest.mark.parametrize("shader,entry,block", MATMULS)
 @pytest.mark.parametrize("n", [1, 1000, 70_001])
-def test_gelu(rng, shader, entry, block, n):
-    """The store's GELU and GELU_GRAD maths (lib/gelu.wgsl) against the reference, on products that
-    are their inputs exactly."""
+def test_gelu(rng, n):
     x = randn(rng, n) * 3
     dy = randn(rng, n)
     ref, cdf = model.gelu_forward(x.astype(np.float64))
-    check("gelu", through_the_store(shader, entry, block, x, GELU), ref)
-    out = through_the_store(shader, entry, block, dy, GELU_GRAD, aux=x)
+    out = gpu.run("gelu", "gelu_forward", dict(n=n), {1: x, 2: nans(n)}, gpu.groups_1d(n), out=[2])[2]
+    check("gelu", out, ref)
+    out = gpu.run("gelu", "gelu_backward", dict(n=n), {1: x, 3: dy, 4: nans(n)}, gpu.groups_1d(n), out=[4])[4]
     check("gelu", out, model.gelu_backward(dy.astype(np.float64), x.astype(np.float64), cdf))
 
 
-@pytest.mark.parametrize("shader,entry,block", MATMULS)
-def test_gelu_is_relatively_accurate_in_the_tails(shader, entry, block):
+def test_gelu_is_relatively_accurate_in_the_tails():
     """Φ comes from an erfc fit with a relative error bound, so x·Φ(x) keeps its relative
     accuracy far into the negative tail, where it is tiny. f32 exp of a large argument adds
     ~x²·6e-8 there. Compared with erfc in float64 (the reference's 1 + erf form cancels to 0)."""
     x = np.linspace(-12, 12, 48_001, dtype=np.float32)
     x = x[x != 0]
-    out = through_the_store(shader, entry, block, x, GELU)
+    out = gpu.run("gelu", "gelu_forward", dict(n=x.size), {1: x, 2: nans(x.size)}, gpu.groups_1d(x.size), out=[2])[2]
     x64 = x.astype(np.float64)
     exact = x64 * 0.5 * np.vectorize(math.erfc)(-x64 / math.sqrt(2.0))
     rel = np.abs(out - exact) / np.abs(exact)
@@ -441,16 +369,23 @@ def test_embedding(rng, B, T, C):
     assert (got[T:] == 5.0).all(), "rows of wpe past T must be left alone"
 
 
+# ---------------------------------------------------------------------------- residual
+
+@pytest.mark.parametrize("n", [1, 255, 257, 100_000])
+def test_residual(rng, n):
+    a, b = randn(rng, n), randn(rng, n)
+    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
+    check("residual", out, a + b)
+
+
 def test_elementwise_grid_wraps_past_65535_workgroups(rng):
-    """lib/grid.wgsl, through the embedding: B·T·C past 65535 workgroups of 256 needs a second row."""
-    V, B, T, C = FACTS["vocab_size"], 257, 256, 256
-    tokens = rng.integers(0, V, B * T).astype(np.uint32)
-    wte, wpe = randn(rng, V, C), randn(rng, T, C)
-    groups = gpu.groups_1d(B * T * C)
+    n = 65536 * 256 + 300  # needs a second row of workgroups
+    a = np.arange(n, dtype=np.float32)  # cheaper to make than randn at this size
+    b = np.full(n, 0.5, np.float32)
+    groups = gpu.groups_1d(n)
     assert groups[1] == 2
-    out = gpu.run("embedding", "embedding_forward", dict(B=B, T=T, C=C, V=V, flags=0),
-                  {1: tokens, 2: wte, 3: wpe, 4: nans(B, T, C)}, groups, out=[4])[4]
-    check("embedding", out, model.encoder_forward(wte, wpe, tokens.reshape(B, T).astype(np.int64)))
+    out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, groups, out=[3])[3]
+    check("residual", out, a + b)
 
 
 # ---------------------------------------------------------------------------- cross-entropy

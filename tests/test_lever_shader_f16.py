@@ -47,7 +47,7 @@ def product(shader, o, A, B, block, flags=0, bias=None, C0=None, splits=1):
     b = np.ascontiguousarray(B.T) if o == "nt" else B
     c = np.full(splits * M * N, np.nan, np.float32) if C0 is None else C0.ravel().copy()
     bias = np.zeros(N, np.float32) if bias is None else bias
-    out = gpu.run(shader, f"matmul_{o}", dict(M=M, N=N, K=K, flags=flags), {1: a, 2: b, 3: bias, 4: c, 5: a},
+    out = gpu.run(shader, f"matmul_{o}", dict(M=M, N=N, K=K, flags=flags), {1: a, 2: b, 3: bias, 4: c},
                   (-(-N // block), -(-M // block), splits), out=[4], constants={"BLOCK": block})[4]
     assert np.isfinite(out).all(), "an unwritten element or an overflow"
     return out.reshape(splits, M, N).astype(np.float64).sum(0)

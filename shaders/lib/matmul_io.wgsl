@@ -1,16 +1,13 @@
 // lib/matmul_io.wgsl: matmul.wgsl's loads and stores (one element at a time, bounds-checked, for
 // any shape) around lib/matmul_tile.wgsl, for every module that binds B its own way. The
 // including module declares binding 2 and `fn b_elem(i: u32) -> elem`, B's i-th element: plain
-// f32 in matmul.wgsl, packed halves in levers/storage-f16/matmul.wgsl. The store's epilogue is
-// lib/matmul_vec4_store.wgsl's, an element at a time.
+// f32 in matmul.wgsl, packed halves in levers/storage-f16/matmul.wgsl.
 
 #include "lib/matmul_tile.wgsl"
-#include "lib/gelu.wgsl"
 
 @group(0) @binding(1) var<storage, read> a: array<elem>;
 @group(0) @binding(3) var<storage, read> bias: array<elem>;
 @group(0) @binding(4) var<storage, read_write> c: array<elem>;
-@group(0) @binding(5) var<storage, read> aux: array<elem>;
 
 // A at (m, k) and B at (n, k), 0 outside the matrix or past the split's kend.
 fn a_at(mk: vec2<u32>, kend: u32, transposed: bool) -> elem {
@@ -40,12 +37,9 @@ fn store4(out: u32, m: u32, n: u32, v: vec4<elem>) {
     let col = n + j;
     if (col < p.N) {
       var o = v[j];
-      let i = out + m * p.N + col;
       if ((p.flags & BIAS) != 0u) { o += bias[col]; }
-      if ((p.flags & GELU_GRAD) != 0u) { o *= gelu_grad(aux[i]); }
-      if ((p.flags & RESIDUAL) != 0u) { o += aux[i]; }
+      let i = out + m * p.N + col;
       if ((p.flags & ACCUMULATE) != 0u) { o += c[i]; }
-      if ((p.flags & GELU) != 0u) { c[gelu_half(p.M * p.N) + i] = gelu(o); }
       c[i] = o;
     }
   }

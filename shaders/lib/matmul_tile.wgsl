@@ -1,13 +1,10 @@
-// lib/matmul_tile.wgsl: the tiled product of both matmul modules, C = op(A)·op(B) (+ bias, GELU,
-// residual, + C: the store's epilogue), and their entry points; matmul.wgsl (any shape) and
-// matmul_vec4.wgsl (16-byte loads) differ only in their bindings, in `fetch` (one step's 4 values
-// of A and of B for an invocation) and in `store4` (4 adjacent elements of a row of C, with the
-// epilogue), which each defines.
+// lib/matmul_tile.wgsl: the tiled product of both matmul modules, C = op(A)·op(B) (+ bias) (+ C),
+// and their entry points; matmul.wgsl (any shape) and matmul_vec4.wgsl (16-byte loads) differ
+// only in their bindings, in `fetch` (one step's 4 values of A and of B for an invocation) and in
+// `store4` (4 adjacent elements of a row of C), which each defines.
 //
-// matmul_nn  C[M,N] = A[M,K]·B[K,N]     linear forward y = x·W (+ b), with GELU (fc_in) or the
-//                                       residual added (o_proj, fc_out)
-// matmul_nt  C[M,N] = A[M,K]·B[N,K]ᵀ    input gradient dx = dy·Wᵀ (times gelu' for fc_out's),
-//                                       tied head logits = x·wteᵀ
+// matmul_nn  C[M,N] = A[M,K]·B[K,N]     linear forward y = x·W (+ b)
+// matmul_nt  C[M,N] = A[M,K]·B[N,K]ᵀ    input gradient dx = dy·Wᵀ, tied head logits = x·wteᵀ
 // matmul_tn  C[M,N] = A[K,M]ᵀ·B[K,N]    weight gradient dW = xᵀ·dy
 //   workgroup 256; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
 //   Split K: with S > 1, workgroup z sums its own run of K and stores to c[z·M·N ..], S partial
@@ -15,9 +12,7 @@
 //   S·M·N elements and flags must be 0 but for GRAD_A and GRAD_B.
 //
 // Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result; GRAD_A
-// and GRAD_B mark an operand that is a gradient, which the f32 products need not know; GELU,
-// GELU_GRAD and RESIDUAL as lib/matmul_vec4_store.wgsl applies them, after BIAS: with GELU, c
-// holds G + M·N elements, gelu(C) from G on).
+// and GRAD_B mark an operand that is a gradient, which the f32 products need not know).
 // Override BLOCK: the edge of the square block of C a workgroup computes, 128 or 64.
 //
 // Invocation (ty, tx) = (t/16, t%16) computes QUADS x QUADS quads of 4x4 outputs, 64 rows and

@@ -1,5 +1,5 @@
-// lib/matmul_vec4_io.wgsl: matmul_vec4.wgsl's loads and stores (16 bytes each: a, bias, c and aux
-// as arrays of vec4<elem>) around lib/matmul_tile.wgsl, for every module that binds B its own way.
+// lib/matmul_vec4_io.wgsl: matmul_vec4.wgsl's loads and stores (16 bytes each: a, bias and c as
+// arrays of vec4<elem>) around lib/matmul_tile.wgsl, for every module that binds B its own way.
 // The including module declares binding 2 and `fn b4(i: u32) -> vec4<elem>`, B's i-th vec4 of 4
 // consecutive elements (along N, or along K when transposed): plain f32 in matmul_vec4.wgsl,
 // packed halves in levers/storage-f16/matmul_vec4.wgsl.

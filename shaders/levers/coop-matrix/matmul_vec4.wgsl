@@ -10,9 +10,8 @@
 // step's products. A and B are staged in workgroup memory as the global layout has them, so each
 // invocation converts 4 consecutive elements and writes whole words (two invocations writing the
 // halves of one word raced on the H200, see lib/matmul_tile.wgsl); a transposed operand is then
-// loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that the bounds
-// and the flags' epilogue (bias, GELU, the residual, ACCUMULATE) apply as the plain store does
-// (lib/matmul_vec4_store.wgsl), after the gradients' scale is undone.
+// loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that bias,
+// ACCUMULATE and the bounds apply as the plain store does (lib/matmul_vec4_store.wgsl).
 // Out-of-range elements stage as 0. Workgroup memory: 12 KiB at BLOCK 64, 24 KiB at 128.
 //   workgroup (BLOCK / 16) * SUBGROUP; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
 

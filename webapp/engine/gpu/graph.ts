@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GELU, GELU_GRAD, GRAD_A, GRAD_B, RESIDUAL, type Kernel, type KernelTable, type Op, type Sizes, geluHalf, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -54,14 +54,7 @@ interface LayerActs {
   att: GPUBuffer; lse: GPUBuffer;
   resMid: GPUBuffer; // after attention
   ln2: GPUBuffer; ln2Mean: GPUBuffer; ln2Rstd: GPUBuffer;
-  mlp: GPUBuffer; // what fc_in stores with GELU: fc, then gelu(fc) from geluHalf on
-  fc: GPUBufferBinding; gelu: GPUBufferBinding; // mlp's two halves
-}
-
-/** The halves a product of `elements` outputs with GELU leaves in `buffer`: the outputs, and gelu of them. */
-function geluHalves(buffer: GPUBuffer, elements: number, elementBytes: number): { fc: GPUBufferBinding; gelu: GPUBufferBinding } {
-  const size = elements * elementBytes;
-  return { fc: { buffer, offset: 0, size }, gelu: { buffer, offset: geluHalf(elements) * elementBytes, size } };
+  fc: GPUBuffer; gelu: GPUBuffer;
 }
 
 /** Activations (and, for training, gradient scratch) of one batch shape. */
@@ -75,10 +68,10 @@ export class Graph {
   private readonly lnf: GPUBuffer;
   private readonly lnfMean: GPUBuffer;
   private readonly lnfRstd: GPUBuffer;
+  private readonly scratch: GPUBuffer; // projection outputs before the residual add
   private readonly losses: GPUBuffer;
   private readonly lse: GPUBuffer;
   private readonly owned: GPUBuffer[] = [];
-  private readonly elementBytes: number;
   private grad: Record<string, GPUBuffer> | null = null;
   /**
    * Decoding's state (sample.wgsl): [position, token] for decode.wgsl, then the tokens drawn, the
@@ -106,12 +99,10 @@ export class Graph {
     const sizes = new Set(Object.values(kernels).map((k) => k.elementBytes));
     if (sizes.size !== 1) throw new Error(`the kernel table mixes element sizes (${[...sizes].join(", ")} bytes): its kernels share the activation buffers`);
     const [elementBytes] = sizes;
-    this.elementBytes = elementBytes;
     const buf = (label: string, elements: number) => this.alloc(label, elements, elementBytes);
     this.tokens = this.alloc("tokens", BT, U32);
     this.targets = this.alloc("targets", BT, U32);
     for (let l = 0; l < L; l++) {
-      const mlp = buf(`fc+gelu.${l}`, geluHalf(BT * 4 * C) + BT * 4 * C);
       this.layers.push({
         resIn: buf(`res${l}`, BT * C),
         ln1: buf(`ln1.${l}`, BT * C), ln1Mean: buf(`ln1mean.${l}`, BT), ln1Rstd: buf(`ln1rstd.${l}`, BT),
@@ -119,13 +110,14 @@ export class Graph {
         att: buf(`att.${l}`, BT * C), lse: buf(`attlse.${l}`, B * H * T),
         resMid: buf(`resmid.${l}`, BT * C),
         ln2: buf(`ln2.${l}`, BT * C), ln2Mean: buf(`ln2mean.${l}`, BT), ln2Rstd: buf(`ln2rstd.${l}`, BT),
-        mlp, ...geluHalves(mlp, BT * 4 * C, elementBytes),
+        fc: buf(`fc.${l}`, BT * 4 * C), gelu: buf(`gelu.${l}`, BT * 4 * C),
       });
     }
     this.resOut = buf("res_out", BT * C);
     this.lnf = buf("lnf", BT * C);
     this.lnfMean = buf("lnfmean", BT);
     this.lnfRstd = buf("lnfrstd", BT);
+    this.scratch = buf("proj", BT * C);
     this.logits = buf("logits", BT * V);
     this.losses = buf("losses", BT);
     this.lse = buf("lse", BT);
@@ -134,7 +126,7 @@ export class Graph {
       this.grad = {
         res: buf("dres", BT * C), ln: buf("dln", BT * C), att: buf("datt", BT * C),
         q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
-        fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
+        gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
         partials: this.alloc("split partials", this.partialFloats(), F32),
       };
     } else {
@@ -220,18 +212,10 @@ export class Graph {
     return { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 };
   }
 
-  /**
-   * A matmul dispatch. Its bias (binding 3) and aux (binding 5) are read only under their flags;
-   * where the caller gives none, A's binding is bound there again (read-only bindings may alias).
-   */
-  private product(r: Recorder, op: Op, sizes: Sizes, bindings: Record<number, Binding>): void {
-    r.op(op, sizes, { 3: bindings[1], 5: bindings[1], ...bindings });
-  }
-
   /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
   private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
     const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
-    this.product(r, op, sizes, { ...bindings, 2: this.weight(op, weight) });
+    r.op(op, sizes, { ...bindings, 2: this.weight(op, weight) });
   }
 
   private g(name: string): GPUBufferBinding {
@@ -239,22 +223,16 @@ export class Graph {
     return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
-  /**
-   * out[M,N] = x[M,K]·W + b, and what `flags` add as it is stored (GELU; RESIDUAL: + aux); every
-   * linear helper takes its sizes by name, as the matmul's M, N, K.
-   */
-  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK, flags = 0, aux: Binding = x): void {
-    this.mm(r, "nn", { M, N, K, flags: BIAS | flags }, `${prefix}.weight`, { 1: x, 3: this.w(`${prefix}.bias`), 4: out, 5: aux });
+  /** out[M,N] = x[M,K]·W + b; every linear helper takes its sizes by name, as the matmul's M, N, K. */
+  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK): void {
+    this.mm(r, "nn", { M, N, K, flags: BIAS }, `${prefix}.weight`, { 1: x, 3: this.w(`${prefix}.bias`), 4: out });
   }
 
-  /**
-   * dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ, and what `flags` do as it is stored
-   * (ACCUMULATE: added to dx; GELU_GRAD: times gelu' of aux).
-   */
-  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, flags = 0, aux: Binding = dy): void {
+  /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
+  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
     this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M }, GRAD_B);
     this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
-    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | flags }, `${prefix}.weight`, { 1: dy, 4: dx, 5: aux });
+    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
   }
 
   /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A or GRAD_B). */
@@ -262,11 +240,11 @@ export class Graph {
     const op = weightGradOp(this.kernels, M, N, K);
     const S = this.kSplits(op, M, N, K);
     if (S === 1) {
-      this.product(r, op, { M, N, K, flags: grad }, { 1: a, 2: b, 4: out });
+      r.op(op, { M, N, K, flags: grad }, { 1: a, 2: b, 3: a, 4: out });
       return;
     }
     const partials = this.partials(S * M * N);
-    this.product(r, op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 4: partials });
+    r.op(op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
     r.op("colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
@@ -318,29 +296,31 @@ export class Graph {
       this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, { M: BT, K: C, N: C });
       this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, { M: BT, K: C, N: C });
       r.op("attention_forward", { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
-      // o_proj and fc_out store the residual stream's next value (RESIDUAL); fc_in stores fc, for
-      // the backward's gelu', and gelu(fc), fc_out's input (GELU).
-      this.linear(r, a.att, `${pre}.attn.o_proj`, a.resMid, { M: BT, K: C, N: C }, RESIDUAL, a.resIn);
+      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
+      r.op("residual_add", { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
       this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
-      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.mlp, { M: BT, K: C, N: 4 * C }, GELU);
-      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, next, { M: BT, K: 4 * C, N: C }, RESIDUAL, a.resMid);
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C });
+      r.op("gelu_forward", { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
+      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C });
+      r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
-    this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 4: this.logits });
+    this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 
   /**
    * The token in `at` at its position, against the keys and values forward left in this graph's
    * k and v (the KV cache), to which it adds its own: its logits into row 0 of `logits`. Every
-   * other activation's row 0 is scratch here (fc_in's two GELU halves: one row each in the layer's
-   * fc+gelu buffer). The residual stream stays in one row that o_proj and fc_out add into
-   * (ACCUMULATE): no backward needs the values it passes through, which forward keeps for it.
+   * other activation's row 0 is scratch here. The residual stream stays in one row that o_proj
+   * and fc_out add into (ACCUMULATE), which saves a decode the residual adds' dispatches: for
+   * one row, what a dispatch costs to encode and launch is most of its cost.
    */
   decode(r: Recorder): void {
     const { n_layer: L, n_embd: C, n_head, vocab_size: V } = this.model;
     const row = { M: 1, K: C, N: C };
     const x = this.layers[0]?.resIn ?? this.resOut;
-    const addInto = (input: Binding, prefix: string, K: number) => this.linear(r, input, prefix, x, { M: 1, N: C, K }, ACCUMULATE);
+    const addInto = (input: Binding, prefix: string, K: number) =>
+      this.mm(r, "nn", { M: 1, N: C, K, flags: BIAS | ACCUMULATE }, `${prefix}.weight`, { 1: input, 3: this.w(`${prefix}.bias`), 4: x });
     r.op("embedding_decode", { C, n_head }, { 6: x, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
@@ -352,11 +332,12 @@ export class Graph {
       r.op("attention_decode", { C, n_head }, { 1: a.q, 2: this.kNew!, 3: this.vNew!, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
       this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
-      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.mlp, { M: 1, K: C, N: 4 * C }, GELU);
-      addInto(geluHalves(a.mlp, 4 * C, this.elementBytes).gelu, `${pre}.mlp.fc_out`, 4 * C);
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+      r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
+      addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
     this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
-    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 4: this.logits });
+    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 
   /** The next token from the logits row at[4] into at and drawn (sample.wgsl), by the draw in `sizes`. */
@@ -381,13 +362,13 @@ export class Graph {
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
     this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT }, GRAD_A);
-    this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 4: d.ln });
+    this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      // fc_out's input gradient is stored times gelu'(fc) (GELU_GRAD): fc_in's output gradient.
-      this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.fc, { M: BT, K: 4 * C, N: C }, GELU_GRAD, a.fc);
+      this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.gelu, { M: BT, K: 4 * C, N: C });
+      r.op("gelu_backward", { n: BT * 4 * C }, { 1: a.fc, 3: d.gelu, 4: d.fc });
       this.linearBackward(r, a.ln2, d.fc, `${pre}.mlp.fc_in`, d.ln, { M: BT, K: C, N: 4 * C });
       this.layernormBackward(r, a.resMid, `${pre}.ln2`, a.ln2Mean, a.ln2Rstd, d.ln, d.res, true);
       this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, { M: BT, K: C, N: C });
@@ -396,8 +377,8 @@ export class Graph {
       r.op("attention_backward_dq", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
       r.op("attention_backward_dkdv", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
       this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, { M: BT, K: C, N: C });
-      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, { M: BT, K: C, N: C }, ACCUMULATE);
-      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, ACCUMULATE);
+      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, { M: BT, K: C, N: C }, true);
+      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, true);
       this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
     }
     const dwte = this.g("token_embedding.weight");

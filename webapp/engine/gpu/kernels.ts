@@ -12,6 +12,8 @@ import matmulVec4 from "../../../.cache/wgsl/matmul_vec4.wgsl";
 import matvec from "../../../.cache/wgsl/matvec.wgsl";
 import layernorm from "../../../.cache/wgsl/layernorm.wgsl";
 import embedding from "../../../.cache/wgsl/embedding.wgsl";
+import gelu from "../../../.cache/wgsl/gelu.wgsl";
+import residual from "../../../.cache/wgsl/residual.wgsl";
 import attention from "../../../.cache/wgsl/attention.wgsl";
 import decode from "../../../.cache/wgsl/decode.wgsl";
 import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
@@ -19,25 +21,16 @@ import sample from "../../../.cache/wgsl/sample.wgsl";
 import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
 import facts from "../../../tinygpt/facts.json";
 
-const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, attention, decode, crossentropy, optimizer, sample };
+const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer, sample };
 type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
 export const MAX_HEAD_DIM = facts.wgsl.consts.MAX_HEAD_DIM;
-/** Params.flags bits, as the shaders' prelude declares them (what each does: facts.json wgsl._doc). */
+/** Params.flags bits, as the shaders' prelude declares them. */
 export const BIAS = facts.wgsl.consts.BIAS;
 export const ACCUMULATE = facts.wgsl.consts.ACCUMULATE;
 export const GRAD_A = facts.wgsl.consts.GRAD_A;
 export const GRAD_B = facts.wgsl.consts.GRAD_B;
-export const GELU = facts.wgsl.consts.GELU;
-export const GELU_GRAD = facts.wgsl.consts.GELU_GRAD;
-export const RESIDUAL = facts.wgsl.consts.RESIDUAL;
-
-/** Where a matmul with GELU stores gelu(C) in its c, in elements: past C's, at the next multiple of GELU_ALIGN (lib/gelu.wgsl gelu_half). */
-export function geluHalf(elements: number): number {
-  const align = facts.wgsl.consts.GELU_ALIGN;
-  return Math.ceil(elements / align) * align;
-}
 
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;
@@ -117,6 +110,9 @@ export const F32_KERNELS = {
   // `splits` cuts the positions along grid z.
   embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, s.splits ?? 1], true),
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
+  gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
+  gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
+  residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
   attention_forward: kernel("attention", "attention_forward", perHeadBlock),
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
