@@ -8,7 +8,7 @@ import re
 
 from playwright.sync_api import expect
 
-from appdriver import configure, open_app, wait_finished, wait_state
+from appdriver import configure, open_app, wait_finished
 
 
 def expect_pills(page, backend: list[str], levers: list[str]):
@@ -41,8 +41,9 @@ def test_best_available_passes_over_a_software_gpu(open_page, browser):
     expect_pills(page, cpu, ["+relaxed-simd"])
     configure(page, steps=3, eval_every=3, save_every=3)
     page.click("#btn-start")
-    wait_state(page, "training", 60)
-    expect(page.locator("#stat-backend")).to_contain_text("WebAssembly")
+    # What the run shows while it trains and after: a few steps on a fast CPU can pass between two
+    # looks at the page, so its state is no marker of its start.
+    expect(page.locator("#stat-backend")).to_contain_text("WebAssembly", timeout=60_000)
     expect(page.locator("#stat-backend")).to_contain_text(re.compile(r"holds [\d.]+ MiB"))
     expect_pills(page, cpu, ["+relaxed-simd"])
     wait_finished(page, 3)
@@ -57,8 +58,7 @@ def test_best_available_passes_over_a_software_gpu(open_page, browser):
     # WebAssembly chosen on a machine with WebGPU: the pills follow the run, not the adapter.
     configure(page, steps=2, eval_every=2, save_every=2, backend="wasm")
     page.click("#btn-start")
-    wait_state(page, "training", 60)
-    expect(page.locator("#stat-backend")).to_contain_text("WebAssembly")
+    expect(page.locator("#stat-backend")).to_contain_text("WebAssembly", timeout=60_000)
     expect_pills(page, cpu, ["+relaxed-simd"])
     wait_finished(page, 2)
     assert visit.problems() == []

@@ -34,7 +34,8 @@ export class SampleView {
     $("#btn-sample-copy").addEventListener("click", () => void this.copy());
     client.on("token", (m) => {
       // Tokens so far, as data-tokens: a byte can be part of a character still to come.
-      this.out.dataset.tokens = String(++this.tokens);
+      this.tokens += m.bytes.length;
+      this.out.dataset.tokens = String(this.tokens);
       this.append(this.decoder.decode(m.bytes, { stream: true }));
     });
     client.on("sampleDone", (m) => {

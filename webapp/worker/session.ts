@@ -30,6 +30,9 @@ function nextTask(): Promise<void> {
   });
 }
 
+// How long the bytes of a sample collect before they go to the page in one message.
+const TOKEN_POST_MS = 30;
+
 export class Session {
   private trainer: GPTTrainer | null = null;
   private runId: string | null = null;
@@ -469,10 +472,20 @@ export class Session {
     this.setState("sampling");
     const t0 = performance.now();
     let n = 0;
+    // Bytes go to the page TOKEN_POST_MS of them at a time: one message a byte outran the page (a
+    // DOM update each), whose queue then held seconds of bytes when Stop was clicked.
+    let unsent: number[] = [];
+    let posted = t0;
+    const post = () => {
+      if (unsent.length) this.post({ type: "token", bytes: Uint8Array.from(unsent) });
+      unsent = [];
+      posted = performance.now();
+    };
     try {
       await t.sample(new TextEncoder().encode(prompt), options, (byte) => {
         n++;
-        this.post({ type: "token", bytes: Uint8Array.of(byte) });
+        unsent.push(byte);
+        if (performance.now() - posted >= TOKEN_POST_MS) post();
       }, async () => {
         await this.checkIn();
         return this.stopSampling;
@@ -482,6 +495,7 @@ export class Session {
       if (e instanceof Interrupted) this.takeRequest();
       else this.say("error", `Sampling failed: ${describe(e)}`);
     }
+    post();
     const seconds = (performance.now() - t0) / 1000;
     this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed, chosenOnGpu: !!t.backend.sampleTokens });
     this.setState(previous);
