@@ -161,6 +161,11 @@ MATVEC_SHAPES += sorted({(n, k) for p in PRESETS for C in [p["n_embd"]]
                          for n, k in ((C, C), (4 * C, C), (C, 4 * C), (FACTS["vocab_size"], C))})
 
 
+def mv_params(N, K, flags=0, b_stride=0, bias_stride=0, c_stride=0):
+    return dict(M=1, N=N, K=K, flags=flags, eps=FACTS["model"]["layernorm_eps"], b_stride=b_stride,
+                bias_stride=bias_stride, c_stride=c_stride)
+
+
 @pytest.mark.parametrize("N,K", MATVEC_SHAPES)
 @pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nt"])
 def test_matvec_is_matmul_for_one_row(rng, entry, N, K):
@@ -168,9 +173,42 @@ def test_matvec_is_matmul_for_one_row(rng, entry, N, K):
     a, b = operands(entry, A, B)
     product = (A.astype(np.float64) @ B)[0]
     for flags, ref in ((0, product), (1, product + bias), (3, product + bias + C0)):
-        out = gpu.run("matvec", entry, mm_params(1, N, K, flags), {1: a, 2: b, 3: bias, 4: C0 if flags & 2 else nans(N)},
+        out = gpu.run("matvec", entry, mv_params(N, K, flags), {1: a, 2: b, 3: bias, 4: C0 if flags & 2 else nans(N)},
                       (-(-N // 32), 1, 1), out=[4])[4]
         check("matmul", out, ref)
+
+
+@pytest.mark.parametrize("N,K", MATVEC_SHAPES)
+@pytest.mark.parametrize("entry", ["matvec_nn_ln", "matvec_nt_ln"])
+def test_matvec_ln_is_layernorm_then_matmul(rng, entry, N, K):
+    """The _ln entry points multiply LayerNorm(a) (model.layernorm_forward), the row normalised by
+    each workgroup itself; a row offset from 0 and spread wide, as a residual stream is."""
+    A, B, bias = randn(rng, 1, K) * 3 + 2, randn(rng, K, N), randn(rng, N)
+    w, lb = randn(rng, K), randn(rng, K)
+    a, b = operands(entry.removesuffix("_ln"), A, B)
+    ref = model.layernorm_forward(*f64(A, w, lb))[0] @ B + bias
+    out = gpu.run("matvec", entry, mv_params(N, K, 1), {1: a, 2: b, 3: bias, 4: nans(N), 6: w, 7: lb},
+                  (-(-N // 32), 1, 1), out=[4])[4]
+    check("layernorm", out, ref[0])
+
+
+@pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nn_ln"])
+def test_matvec_nn_runs_several_products_of_one_row_at_strides(rng, entry):
+    """Grid y picks product y: weights, biases and outputs b_stride, bias_stride and c_stride vec4s
+    apart (a decoding step's q, k and v); what lies between them is left alone."""
+    K, N, P = 36, 20, 3
+    gap_w, gap_b, gap_c = 12, 8, 4  # padding, in floats, after each weight, bias and output
+    A, W, bias = randn(rng, 1, K), randn(rng, P, K, N), randn(rng, P, N)
+    w, lb = randn(rng, K), randn(rng, K)
+    pad = lambda x, gap: np.concatenate([np.concatenate([t.ravel(), np.full(gap, 7.0, np.float32)]) for t in x])  # noqa: E731
+    rows = model.layernorm_forward(*f64(A, w, lb))[0] if entry.endswith("_ln") else A.astype(np.float64)
+    norm = {6: w, 7: lb} if entry.endswith("_ln") else {}
+    out = gpu.run("matvec", entry, mv_params(N, K, 1, (K * N + gap_w) // 4, (N + gap_b) // 4, (N + gap_c) // 4),
+                  {1: A, 2: pad(W, gap_w), 3: pad(bias, gap_b), 4: np.zeros(P * (N + gap_c), np.float32), **norm},
+                  (-(-N // 32), P, 1), out=[4])[4].reshape(P, N + gap_c)
+    for y in range(P):
+        check("layernorm", out[y, :N], (rows @ W[y] + bias[y])[0])
+    assert (out[:, N:] == 0).all(), "an output's padding was written"
 
 
 @pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])

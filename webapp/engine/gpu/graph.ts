@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, MATVEC_LN_MAX_K, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -22,6 +22,8 @@ const MAX_SPLITS = 64;
 /** A matmul's sizes: out[M,N] over K. */
 type MNK = { M: number; N: number; K: number };
 const COLSUM_MAX_N = 64 * 65535; // colsum's one-dimensional grid
+// A matvec's params beyond a matmul's (matvec.wgsl): LayerNorm's eps, one product at stride 0.
+const ONE_PRODUCT = { eps: EPS, products: 1, b_stride: 0, bias_stride: 0, c_stride: 0 };
 
 /**
  * The runs `kernel` cuts a reduction of `run` rows (or k steps) into at `sizes`: 1 where it cannot
@@ -80,8 +82,8 @@ export class Graph {
   readonly at: GPUBuffer | null = null;
   /** The tokens sample_token picked since the host zeroed at[2] (block_size + 1 at the most). */
   readonly drawn: GPUBuffer | null = null;
-  private readonly kNew: GPUBuffer | null = null;
-  private readonly vNew: GPUBuffer | null = null;
+  /** A decoding step's q, k and v, each at a bindable offset (qkvRow floats apart), before attention_decode appends k and v. */
+  private readonly qkv: GPUBuffer | null = null;
 
   constructor(
     private readonly device: GPUDevice,
@@ -132,9 +134,14 @@ export class Graph {
     } else {
       this.at = this.alloc("decode state", 5, U32);
       this.drawn = this.alloc("drawn tokens", T + 1, U32);
-      this.kNew = buf("decode k", C);
-      this.vNew = buf("decode v", C);
+      this.qkv = buf("decode q, k, v", 3 * this.qkvRow());
     }
+  }
+
+  /** Floats from one of a decoding step's q, k and v to the next: n_embd, padded to a bindable offset. */
+  private qkvRow(): number {
+    const align = this.device.limits.minStorageBufferOffsetAlignment / F32;
+    return Math.ceil(this.model.n_embd / align) * align;
   }
 
   /** Runs `op` of this graph's table cuts its reduction into (splitsFor). */
@@ -215,7 +222,7 @@ export class Graph {
   /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
   private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
     const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
-    r.op(op, sizes, { ...bindings, 2: this.weight(op, weight) });
+    r.op(op, { ...ONE_PRODUCT, ...sizes }, { ...bindings, 2: this.weight(op, weight) });
   }
 
   private g(name: string): GPUBufferBinding {
@@ -321,23 +328,56 @@ export class Graph {
     const x = this.layers[0]?.resIn ?? this.resOut;
     const addInto = (input: Binding, prefix: string, K: number) =>
       this.mm(r, "nn", { M: 1, N: C, K, flags: BIAS | ACCUMULATE }, `${prefix}.weight`, { 1: input, 3: this.w(`${prefix}.bias`), 4: x });
+    const Q = this.qkvRow();
+    const [q, k, v] = [0, 1, 2].map((i): GPUBufferBinding => ({ buffer: this.qkv!, offset: i * Q * F32, size: C * F32 }));
+    // A row's LayerNorm in the product that takes it (matvec_*_ln), where the row fits its workgroup.
+    const normed = matmulOp("nn", 1, C, C) === "matvec_nn" && C <= MATVEC_LN_MAX_K;
+    const ln = (name: string) => ({ 6: this.w(`${name}.weight`), 7: this.w(`${name}.bias`) });
     r.op("embedding_decode", { C, n_head }, { 6: x, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
-      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, row);
-      this.linear(r, a.ln1, `${pre}.attn.k_proj`, this.kNew!, row);
-      this.linear(r, a.ln1, `${pre}.attn.v_proj`, this.vNew!, row);
-      r.op("attention_decode", { C, n_head }, { 1: a.q, 2: this.kNew!, 3: this.vNew!, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
+      const qkv = normed && this.qkvAtEqualStrides(pre);
+      if (qkv) {
+        r.op("matvec_nn_ln", { ...row, flags: BIAS, eps: EPS, ...qkv.strides }, { 1: x, 2: qkv.weights, 3: qkv.biases, 4: this.qkv!, ...ln(`${pre}.ln1`) });
+      } else {
+        this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
+        [q, k, v].forEach((out, i) => this.linear(r, a.ln1, `${pre}.attn.${"qkv"[i]}_proj`, out, row));
+      }
+      r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
-      this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
-      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+      if (normed) {
+        r.op("matvec_nn_ln", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, 2: this.w(`${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.fc, ...ln(`${pre}.ln2`) });
+      } else {
+        this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
+        this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+      }
       r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
       addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
-    this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
-    this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+    if (normed) {
+      r.op("matvec_nt_ln", { ...ONE_PRODUCT, M: 1, N: V, K: C, flags: 0, eps: EPS }, { 1: x, 2: this.w("token_embedding.weight"), 3: x, 4: this.logits, ...ln("ln_final") });
+    } else {
+      this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
+      this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
+    }
+  }
+
+  /**
+   * Block `pre`'s q, k and v projections as one matvec_nn_ln of three products: bindings that span
+   * their weights and their biases, which gpuLayout puts one after another at equal strides, and
+   * the strides (vec4s) in them and in `qkv`; null where the strides differ.
+   */
+  private qkvAtEqualStrides(pre: string): { weights: GPUBufferBinding; biases: GPUBufferBinding; strides: Sizes } | null {
+    const span = (kind: "weight" | "bias") => {
+      const [q, k, v] = ["q", "k", "v"].map((p) => this.layout.byName.get(`${pre}.attn.${p}_proj.${kind}`)!);
+      const stride = k.gpuOffset - q.gpuOffset;
+      if (v.gpuOffset - k.gpuOffset !== stride || stride % 4) return null;
+      return { binding: { buffer: this.p.params, offset: q.gpuOffset * F32, size: (2 * stride + v.size) * F32 }, stride: stride / 4 };
+    };
+    const [w, b] = [span("weight"), span("bias")];
+    if (!w || !b) return null;
+    return { weights: w.binding, biases: b.binding, strides: { products: 3, b_stride: w.stride, bias_stride: b.stride, c_stride: this.qkvRow() / 4 } };
   }
 
   /** The next token from the logits row at[4] into at and drawn (sample.wgsl), by the draw in `sizes`. */
