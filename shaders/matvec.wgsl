@@ -13,7 +13,7 @@
 //   P (nn; nt: P = 1) that share a, whose weights, biases and outputs lie b_stride, bias_stride
 //   and c_stride vec4s apart in their bindings (a decoding step's q, k and v in one dispatch).
 // matvec_nn_ln, matvec_nt_ln  the same of LayerNorm(a) (weight ln_w, bias ln_b: bindings 6, 7,
-//   [K]; eps from Params; K <= MATVEC_LN_MAX_K): each workgroup finds the row's mean and
+//   [K]; eps from Params; K <= the override MAX_K): each workgroup finds the row's mean and
 //   deviation itself and keeps the normalised row in workgroup memory, which for one row is
 //   cheaper than a dispatch of its own (layernorm.wgsl's forward, statistics unsaved).
 // nn: invocation (s, j) = (t/8, t%8) sums rows k = s, s+32, ... of the vec4 of columns j, so 8
@@ -51,7 +51,8 @@ const SLICES = 32u; // nn: slices of K per vec4 column
 
 var<workgroup> part4: array<vec4<f32>, 256>;
 var<workgroup> part: array<f32, 256>;
-var<workgroup> row: array<vec4<f32>, MATVEC_LN_MAX_K / 4u>; // the _ln entry points' normalised a
+override MAX_K: u32; // the widest row the _ln entry points normalise (kernels.ts sets it)
+var<workgroup> row: array<vec4<f32>, MAX_K / 4u>; // their normalised a
 
 // The vec4 of outputs `n4` of product y from its sum: the bias and the old value added as the flags say.
 fn emit(y: u32, n4: u32, sum: vec4<f32>) {

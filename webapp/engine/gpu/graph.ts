@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, MATVEC_LN_MAX_K, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 
@@ -331,7 +331,7 @@ export class Graph {
     const Q = this.qkvRow();
     const [q, k, v] = [0, 1, 2].map((i): GPUBufferBinding => ({ buffer: this.qkv!, offset: i * Q * F32, size: C * F32 }));
     // A row's LayerNorm in the product that takes it (matvec_*_ln), where the row fits its workgroup.
-    const normed = matmulOp("nn", 1, C, C) === "matvec_nn" && C <= MATVEC_LN_MAX_K;
+    const normed = matmulOp("nn", 1, C, C) === "matvec_nn" && C <= this.kernels.matvec_nn_ln.constants.MAX_K;
     const ln = (name: string) => ({ 6: this.w(`${name}.weight`), 7: this.w(`${name}.bias`) });
     r.op("embedding_decode", { C, n_head }, { 6: x, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
     for (let l = 0; l < L; l++) {

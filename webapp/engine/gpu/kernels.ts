@@ -31,8 +31,6 @@ export const BIAS = facts.wgsl.consts.BIAS;
 export const ACCUMULATE = facts.wgsl.consts.ACCUMULATE;
 export const GRAD_A = facts.wgsl.consts.GRAD_A;
 export const GRAD_B = facts.wgsl.consts.GRAD_B;
-/** The widest row matvec.wgsl's _ln entry points normalise in workgroup memory. */
-export const MATVEC_LN_MAX_K = facts.wgsl.consts.MATVEC_LN_MAX_K;
 
 export type Workgroups = [number, number, number];
 export type Sizes = Record<string, number>;
@@ -81,6 +79,8 @@ function tiled(module: "matmul" | "matmul_vec4", o: Orientation, BLOCK: number):
   return { ...kernel(module, `matmul_${o}`, (s) => [ceil(s.N, BLOCK), ceil(s.M, BLOCK), s.splits ?? 1], true), constants: { BLOCK } };
 }
 
+/** A matvec.wgsl product; MAX_K, the widest row its _ln entry points normalise: 8 KiB of workgroup memory (the graph reads it there). */
+const rowProduct = (entry: string, workgroups: Kernel["workgroups"]): Kernel => ({ ...kernel("matvec", entry, workgroups), constants: { MAX_K: 2048 } });
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
 // Attention: one workgroup per block of 64 positions of one (batch, head).
 const perHeadBlock = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
@@ -102,10 +102,10 @@ export const F32_KERNELS = {
   matmul_vec4_nt_64: tiled("matmul_vec4", "nt", 64),
   matmul_vec4_tn_64: tiled("matmul_vec4", "tn", 64),
   // `products` of nn's along grid y (matvec.wgsl: a decoding step's q, k and v in one dispatch).
-  matvec_nn: kernel("matvec", "matvec_nn", (s) => [ceil(s.N, 32), s.products, 1]),
-  matvec_nt: kernel("matvec", "matvec_nt", (s) => [ceil(s.N, 32), 1, 1]),
-  matvec_nn_ln: kernel("matvec", "matvec_nn_ln", (s) => [ceil(s.N, 32), s.products, 1]),
-  matvec_nt_ln: kernel("matvec", "matvec_nt_ln", (s) => [ceil(s.N, 32), 1, 1]),
+  matvec_nn: rowProduct("matvec_nn", (s) => [ceil(s.N, 32), s.products, 1]),
+  matvec_nt: rowProduct("matvec_nt", (s) => [ceil(s.N, 32), 1, 1]),
+  matvec_nn_ln: rowProduct("matvec_nn_ln", (s) => [ceil(s.N, 32), s.products, 1]),
+  matvec_nt_ln: rowProduct("matvec_nt_ln", (s) => [ceil(s.N, 32), 1, 1]),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
