@@ -139,7 +139,8 @@ def sample(page, prompt: str, *, temperature: float, top_k: int, length: int, ti
     page.fill("#top-p", str(top_p))
     page.fill("#sample-seed", "" if seed is None else str(seed))
     page.fill("#length", str(length))
-    # Counts DOM updates of the output: a streamed sample updates it many times, a buffered one once.
+    # Counts DOM updates of the output: the prompt's, then a streamed sample's first byte alone and
+    # the rest as it comes (the worker sends 30 ms of bytes at a time); a buffered one, once more.
     page.evaluate("""() => {
         const out = document.querySelector('#sample-out');
         window.sampleUpdates = 0;

@@ -67,7 +67,7 @@ def test_tiny_trains_on_cpu_then_export_import_and_corrupt_file(open_page, brows
     assert_learned(rows, STEPS)
 
     text, updates = sample(page, "ROMEO:", temperature=0.8, top_k=40, length=200, timeout=60)
-    assert text.startswith("ROMEO:") and len(text) > 100 and updates > 10, "the sample streamed"
+    assert text.startswith("ROMEO:") and len(text) > 100 and updates > 2, "the sample streamed"
     greedy, _ = sample(page, "KING:", temperature=0, top_k=0, length=40, timeout=60)
 
     with page.expect_download() as download:

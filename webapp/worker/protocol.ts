@@ -151,7 +151,7 @@ export type FromWorker =
   | { type: "measured"; key: string; msPerStep: number | null; backend: string | null; error?: string }
   /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
   | ({ type: "checked"; key: string } & Fit)
-  | { type: "token"; bytes: Uint8Array } // the sample's next bytes, as many as came in 30 ms
+  | { type: "token"; bytes: Uint8Array } // the sample's next bytes: its first, then as many as came in 30 ms
   | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number; chosenOnGpu: boolean }
   | { type: "saved"; id: string; step: number; bytes: number }
   | { type: "checkpoints"; list: CheckpointInfo[] }

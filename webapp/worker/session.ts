@@ -472,10 +472,11 @@ export class Session {
     this.setState("sampling");
     const t0 = performance.now();
     let n = 0;
-    // Bytes go to the page TOKEN_POST_MS of them at a time: one message a byte outran the page (a
-    // DOM update each), whose queue then held seconds of bytes when Stop was clicked.
+    // The first byte goes to the page at once, the rest TOKEN_POST_MS of them at a time: one message
+    // a byte outran the page (a DOM update each), whose queue then held seconds of bytes when Stop
+    // was clicked.
     let unsent: number[] = [];
-    let posted = t0;
+    let posted = -Infinity;
     const post = () => {
       if (unsent.length) this.post({ type: "token", bytes: Uint8Array.from(unsent) });
       unsent = [];
