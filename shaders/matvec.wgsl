@@ -16,6 +16,8 @@
 //   [K]; eps from Params; K <= the override MAX_K): each workgroup finds the row's mean and
 //   deviation itself and keeps the normalised row in workgroup memory, which for one row is
 //   cheaper than a dispatch of its own (layernorm.wgsl's forward, statistics unsaved).
+// matvec_nn_ln_gelu  matvec_nn_ln then GELU of each output (after the bias; lib/gelu.wgsl): a
+//   decoding step's fc_in without gelu_forward's dispatch (ACCUMULATE is not taken).
 // nn: invocation (s, j) = (t/8, t%8) sums rows k = s, s+32, ... of the vec4 of columns j, so 8
 //   neighbours read 128 contiguous bytes of a row of b.
 // nt: invocation (r, s) = (t/8, t%8) sums the vec4s s, s+8, ... along K of row r, 8 neighbours
@@ -24,6 +26,7 @@
 //
 // Params: M (1), N, K, flags (u32), eps (f32), b_stride, bias_stride, c_stride (u32).
 
+#include "lib/gelu.wgsl"
 #include "lib/reduce.wgsl"
 
 struct Params {
@@ -54,10 +57,12 @@ var<workgroup> part: array<f32, 256>;
 override MAX_K: u32; // the widest row the _ln entry points normalise (kernels.ts sets it)
 var<workgroup> row: array<vec4<f32>, MAX_K / 4u>; // their normalised a
 
-// The vec4 of outputs `n4` of product y from its sum: the bias and the old value added as the flags say.
-fn emit(y: u32, n4: u32, sum: vec4<f32>) {
+// The vec4 of outputs `n4` of product y from its sum: the bias and the old value added as the
+// flags say, GELU taken after the bias where `activate`.
+fn emit(y: u32, n4: u32, sum: vec4<f32>, activate: bool) {
   var out = sum;
   if ((p.flags & BIAS) != 0u) { out += bias[y * p.bias_stride + n4]; }
+  if (activate) { out = vec4<f32>(gelu(out.x), gelu(out.y), gelu(out.z), gelu(out.w)); }
   let i = y * p.c_stride + n4;
   if ((p.flags & ACCUMULATE) != 0u) { out += c[i]; }
   c[i] = out;
@@ -82,7 +87,7 @@ fn a4(q: u32, normalised: bool) -> vec4<f32> {
   return a[q];
 }
 
-fn nn(wg: vec3<u32>, t: u32, normalised: bool) {
+fn nn(wg: vec3<u32>, t: u32, normalised: bool, activate: bool) {
   let N4 = p.N / 4u;
   let j = t % LANES;
   let s = t / LANES;
@@ -97,7 +102,7 @@ fn nn(wg: vec3<u32>, t: u32, normalised: bool) {
   if (s == 0u && n4 < N4) {
     var sum = vec4<f32>(0.0);
     for (var i = 0u; i < SLICES; i++) { sum += part4[i * LANES + j]; }
-    emit(wg.y, n4, sum);
+    emit(wg.y, n4, sum, activate);
   }
 }
 
@@ -118,19 +123,25 @@ fn nt(wg: vec3<u32>, t: u32, normalised: bool) {
     for (var i = 0u; i < LANES; i++) {
       sum += vec4<f32>(part[(4u * t) * LANES + i], part[(4u * t + 1u) * LANES + i], part[(4u * t + 2u) * LANES + i], part[(4u * t + 3u) * LANES + i]);
     }
-    emit(0u, n4, sum);
+    emit(0u, n4, sum, false);
   }
 }
 
 @compute @workgroup_size(256)
 fn matvec_nn(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
-  nn(wg, l.t, false);
+  nn(wg, l.t, false, false);
 }
 
 @compute @workgroup_size(256)
 fn matvec_nn_ln(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
   normalise(l);
-  nn(wg, l.t, true);
+  nn(wg, l.t, true, false);
+}
+
+@compute @workgroup_size(256)
+fn matvec_nn_ln_gelu(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  normalise(l);
+  nn(wg, l.t, true, true);
 }
 
 @compute @workgroup_size(256)

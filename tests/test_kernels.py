@@ -196,6 +196,17 @@ def test_matvec_ln_is_layernorm_then_matmul(rng, entry, N, K):
     check("layernorm", out, ref[0])
 
 
+@pytest.mark.parametrize("N,K", MATVEC_SHAPES)
+def test_matvec_nn_ln_gelu_is_gelu_of_the_product(rng, N, K):
+    """A decoding step's fc_in: GELU (model.gelu_forward) of LayerNorm(a)·b + bias."""
+    A, B, bias = randn(rng, 1, K) * 3 + 2, randn(rng, K, N), randn(rng, N)
+    w, lb = randn(rng, K), randn(rng, K)
+    ref, _ = model.gelu_forward(model.layernorm_forward(*f64(A, w, lb))[0] @ B + bias)
+    out = gpu.run("matvec", "matvec_nn_ln_gelu", mv_params(N, K, 1), {1: A, 2: B, 3: bias, 4: nans(N), 6: w, 7: lb},
+                  (-(-N // 32), 1, 1), out=[4], constants=MATVEC)[4]
+    check("layernorm", out, ref[0])
+
+
 @pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nn_ln"])
 def test_matvec_nn_runs_several_products_of_one_row_at_strides(rng, entry):
     """Grid y picks product y: weights, biases and outputs b_stride, bias_stride and c_stride vec4s

@@ -10,16 +10,17 @@
 // on the GPU), --full-window (every byte re-runs the whole window, and is chosen on the CPU: the
 // path before the KV cache; both kept to measure the gain), --repeat N (sample N times
 // after one untimed warm-up, the same seed each time, for a median on a noisy machine),
-// --stats path.json (tokens/s and the path: for bench/bench_sample.py), --quiet (no text on
-// stdout); --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
+// --stats path.json (tokens/s and the path: for bench/bench_sample.py), --profile (then one decoding
+// step half a window in, dispatch by dispatch, and what encoding it costs the host), --quiet (no
+// text on stdout); --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
-import { type GPTTrainer, createBackend, createTrainer, loadTrainer, preset } from "../engine/index";
+import { GpuBackend, type GPTTrainer, createBackend, createTrainer, loadTrainer, preset } from "../engine/index";
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--top-p X] [--seed N] [--host-draw] [--full-window] [--repeat N] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
+const CLI: Command = command("sample", "usage: node dist-cli/sample.js (--model model.tinygpt | --preset id) [--prompt TEXT] [--tokens N] [--temperature X] [--top-k N] [--top-p X] [--seed N] [--host-draw] [--full-window] [--repeat N] [--profile] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number, run } = CLI;
@@ -31,7 +32,7 @@ async function main(): Promise<void> {
       options: {
         model: { type: "string" }, preset: { type: "string" }, prompt: { type: "string" }, tokens: { type: "string" },
         temperature: { type: "string" }, "top-k": { type: "string" }, "top-p": { type: "string" }, seed: { type: "string" }, "full-window": { type: "boolean" }, "host-draw": { type: "boolean" },
-        repeat: { type: "string" }, stats: { type: "string" }, quiet: { type: "boolean" }, levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
+        repeat: { type: "string" }, profile: { type: "boolean" }, stats: { type: "string" }, quiet: { type: "boolean" }, levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
   } catch (e) {
@@ -51,6 +52,9 @@ async function main(): Promise<void> {
   const prompt = new TextEncoder().encode(args.prompt ?? "\n");
   const log = args.quiet ? () => {} : (s: string) => console.error(s);
   const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
+  // The profile times each dispatch by the GPU's clock where it can.
+  const stamps: GPUFeatureName[] = args.profile && gpu.options.adapter?.features.has("timestamp-query") ? ["timestamp-query"] : [];
+  const options = { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps] };
 
   let trainer: GPTTrainer;
   if (args.model) {
@@ -60,7 +64,7 @@ async function main(): Promise<void> {
     } catch (e) {
       fail(`cannot read the model: ${(e as Error).message}`);
     }
-    trainer = await loadTrainer(bytes, (model, train) => createBackend("webgpu", model, train, gpu.options));
+    trainer = await loadTrainer(bytes, (model, train) => createBackend("webgpu", model, train, options));
   } else {
     let p;
     try {
@@ -68,7 +72,7 @@ async function main(): Promise<void> {
     } catch (e) {
       fail((e as Error).message);
     }
-    trainer = await createTrainer(await createBackend("webgpu", p.model, p.train, gpu.options), p.model, p.train);
+    trainer = await createTrainer(await createBackend("webgpu", p.model, p.train, options), p.model, p.train);
   }
   const path = args["full-window"] ? "full window" : args["host-draw"] ? "KV cache, drawn on the CPU" : "KV cache";
   log(`sample: ${trainer.backend.device}${trainer.backend.paths.length ? ` (+${trainer.backend.paths.join(", +")})` : ", plain f32 kernels"}, ${path}`);
@@ -89,8 +93,18 @@ async function main(): Promise<void> {
   if (!args.quiet) process.stdout.write("\n");
   const median = [...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)];
   log(`sample: ${out.length} bytes, ${median.toFixed(0)} tokens/s${repeat > 1 ? ` (median of ${repeat}: ${rates.map((r) => r.toFixed(0)).join(", ")})` : ""}`);
+  let profile;
+  if (args.profile && trainer.backend instanceof GpuBackend) {
+    const half = Math.floor(trainer.model.block_size / 2);
+    await trainer.backend.prefill(Int32Array.from({ length: half }, (_, i) => out[i % out.length] ?? 10));
+    const { timing, dispatches, encodeMs } = await trainer.backend.profileDecode();
+    const gpuMs = dispatches.reduce((a, d) => a + d.ms, 0);
+    log(`profile: one decoding step at position ${half}, ${dispatches.length} dispatches, ${gpuMs.toFixed(3)} ms (${timing === "gpu" ? "GPU timestamps around each dispatch's pass" : "host clock, each dispatch alone"}); encoding it ${encodeMs.toFixed(3)} ms on the host`);
+    for (const d of dispatches) log(`  ${(1000 * d.ms).toFixed(1).padStart(8)} us  ${d.op} (${d.workgroups} workgroups)`);
+    profile = { timing, encode_ms: encodeMs, dispatches };
+  }
   if (args.stats) {
-    const stats = { model: trainer.model, device: trainer.backend.device, levers: trainer.backend.paths, verdicts: gpu.verdicts, path, prompt_bytes: prompt.length, tokens: out.length, tokens_per_s: median, runs_tokens_per_s: rates };
+    const stats = { profile, model: trainer.model, device: trainer.backend.device, levers: trainer.backend.paths, verdicts: gpu.verdicts, path, prompt_bytes: prompt.length, tokens: out.length, tokens_per_s: median, runs_tokens_per_s: rates };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();

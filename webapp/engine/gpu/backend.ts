@@ -390,36 +390,61 @@ export class GpuBackend implements Backend {
       const { beta1, beta2 } = this.train;
       this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
       await this.gpu.queue.onSubmittedWorkDone();
-      const plan = this.stepPlan;
-      const row = (d: Dispatch, ms: number) => ({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
-      const queries = 2 * plan.length;
-      if (this.gpu.features.has("timestamp-query") && queries <= MAX_QUERIES) {
-        const set = this.gpu.createQuerySet({ type: "timestamp", count: queries });
-        const resolved = this.gpu.createBuffer({ size: queries * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
-        const enc = this.gpu.createCommandEncoder();
-        plan.forEach((d, i) => {
-          const pass = enc.beginComputePass({ timestampWrites: { querySet: set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
-          encode(pass, [d]);
-          pass.end();
-        });
-        enc.resolveQuerySet(set, 0, queries, resolved, 0);
-        const words = new Uint32Array((await this.submitAndRead(enc, resolved, 0, queries * 8)).buffer);
-        set.destroy();
-        resolved.destroy();
-        const ns = (i: number) => words[2 * i] + words[2 * i + 1] * 2 ** 32;
-        this.watch.check();
-        return { timing: "gpu" as const, dispatches: plan.map((d, i) => row(d, (ns(2 * i + 1) - ns(2 * i)) / 1e6)) };
-      }
-      const dispatches = [];
-      for (const d of plan) {
-        const start = performance.now();
-        this.gpu.queue.submit([this.run([d]).finish()]);
-        await this.gpu.queue.onSubmittedWorkDone();
-        dispatches.push(row(d, performance.now() - start));
-      }
-      this.watch.check();
-      return { timing: "host" as const, dispatches };
+      return this.timePlan(this.stepPlan);
     });
+  }
+
+  /**
+   * One decoding step after what prefill or decode cached (its dispatches and the token's draw),
+   * timed as profileStep times a training step; and `encodeMs`, what encoding a step's dispatches
+   * costs the host, the mean over STEPS_PER_SUBMIT steps encoded as sampleTokens encodes them.
+   */
+  profileDecode(): Promise<StepProfile & { encodeMs: number }> {
+    const T = this.model.block_size;
+    if (this.cached === 0 || this.cached >= T) throw new Error(`profileDecode: prefill 1 to ${T - 1} tokens first`);
+    return this.serial(async () => {
+      await Promise.all(this.inFlight);
+      this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, Uint32Array.of(this.cached, 0, 0, 0, 0));
+      const step = [...this.decodePlan, ...this.samplePlan];
+      const start = performance.now();
+      const enc = this.run(Array.from({ length: STEPS_PER_SUBMIT }, () => step).flat());
+      const encodeMs = (performance.now() - start) / STEPS_PER_SUBMIT;
+      enc.finish();
+      await this.gpu.queue.onSubmittedWorkDone();
+      return { ...(await this.timePlan(step)), encodeMs };
+    });
+  }
+
+  /** Each dispatch of `plan` in a compute pass of its own, with its time (profileStep says how). */
+  private async timePlan(plan: Dispatch[]): Promise<StepProfile> {
+    const row = (d: Dispatch, ms: number) => ({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
+    const queries = 2 * plan.length;
+    if (this.gpu.features.has("timestamp-query") && queries <= MAX_QUERIES) {
+      const set = this.gpu.createQuerySet({ type: "timestamp", count: queries });
+      const resolved = this.gpu.createBuffer({ size: queries * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
+      const enc = this.gpu.createCommandEncoder();
+      plan.forEach((d, i) => {
+        const pass = enc.beginComputePass({ timestampWrites: { querySet: set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
+        encode(pass, [d]);
+        pass.end();
+      });
+      enc.resolveQuerySet(set, 0, queries, resolved, 0);
+      const words = new Uint32Array((await this.submitAndRead(enc, resolved, 0, queries * 8)).buffer);
+      set.destroy();
+      resolved.destroy();
+      const ns = (i: number) => words[2 * i] + words[2 * i + 1] * 2 ** 32;
+      this.watch.check();
+      return { timing: "gpu" as const, dispatches: plan.map((d, i) => row(d, (ns(2 * i + 1) - ns(2 * i)) / 1e6)) };
+    }
+    const dispatches = [];
+    for (const d of plan) {
+      const start = performance.now();
+      this.gpu.queue.submit([this.run([d]).finish()]);
+      await this.gpu.queue.onSubmittedWorkDone();
+      dispatches.push(row(d, performance.now() - start));
+    }
+    this.watch.check();
+    return { timing: "host" as const, dispatches };
   }
 
   setState(state: ParamState): Promise<void> {

@@ -347,12 +347,12 @@ export class Graph {
       r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
       if (normed) {
-        r.op("matvec_nn_ln", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, 2: this.w(`${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.fc, ...ln(`${pre}.ln2`) });
+        r.op("matvec_nn_ln_gelu", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, 2: this.w(`${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.gelu, ...ln(`${pre}.ln2`) });
       } else {
         this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
         this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+        r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
       }
-      r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
       addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
     if (normed) {

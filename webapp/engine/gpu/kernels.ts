@@ -105,6 +105,7 @@ export const F32_KERNELS = {
   matvec_nn: rowProduct("matvec_nn", (s) => [ceil(s.N, 32), s.products, 1]),
   matvec_nt: rowProduct("matvec_nt", (s) => [ceil(s.N, 32), 1, 1]),
   matvec_nn_ln: rowProduct("matvec_nn_ln", (s) => [ceil(s.N, 32), s.products, 1]),
+  matvec_nn_ln_gelu: rowProduct("matvec_nn_ln_gelu", (s) => [ceil(s.N, 32), 1, 1]),
   matvec_nt_ln: rowProduct("matvec_nt_ln", (s) => [ceil(s.N, 32), 1, 1]),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
