@@ -103,6 +103,14 @@ export interface SampleOptions extends Draw {
   drawOnHost?: boolean;
 }
 
+/**
+ * Next-token logits of a whole window (its last position's) from outside the backend: the WebNN
+ * lever (levers/webnn). A throw hands sampling back to the backend for the rest of the text.
+ */
+export interface WindowLogits {
+  logits(window: Int32Array): Promise<Float32Array>;
+}
+
 export interface HistoryPoint {
   step: number;
   train: number;
@@ -129,8 +137,11 @@ export interface Trainer {
   trainStep(): Promise<number>;
   /** Mean validation loss over `batches` batches of the fixed validation windows (data.ts valStarts). */
   evaluate(batches: number): Promise<number>;
-  /** `shouldStop` is awaited before each token, so a host can yield to its own events there. */
-  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array>;
+  /**
+   * `shouldStop` is awaited before each token, so a host can yield to its own events there; `via`
+   * gives the logits instead of the backend until it fails (same windows, same draws).
+   */
+  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: WindowLogits): Promise<Uint8Array>;
   /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance, the run's settings). */
   save(includeOptimizer: boolean, run?: RunRecord): Promise<Uint8Array>;
   dispose(): void;
