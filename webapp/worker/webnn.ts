@@ -41,6 +41,7 @@ export async function webnnSampler(t: GPTTrainer): Promise<WebnnSampler | null> 
   if (built?.trainer !== t || built.step !== t.step) {
     const { context } = await lever();
     if (!context) return null;
+    built?.done?.dispose(); // the weights it holds are not the model's any more
     const entry: NonNullable<typeof built> = { trainer: t, step: t.step, sampler: Promise.resolve(null) };
     entry.sampler = t.backend.getState()
       .then((state) => WebnnSampler.create(context, browserHost().newBuilder, t.model, state.params))

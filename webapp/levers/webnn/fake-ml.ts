@@ -190,11 +190,12 @@ export class FakeBuilder implements MLGraphBuilderLike {
 
   async build(outputs: Record<string, MLOperand>): Promise<MLGraph> {
     for (const o of Object.values(outputs)) this.use("output", { output: o });
-    return { outputs };
+    const graph: MLGraph & { outputs: Record<string, MLOperand> } = { outputs };
+    return graph;
   }
 }
 
-interface FakeTensor {
+interface FakeTensor extends MLTensor {
   descriptor: MLOperandDescriptor;
   data: Data;
 }
@@ -212,7 +213,8 @@ export class FakeContext implements MLContextLike {
   }
 
   async createTensor(d: MLOperandDescriptor): Promise<MLTensor> {
-    return { descriptor: d, data: d.dataType === "int32" ? new Int32Array(size(d.shape)) : new Float32Array(size(d.shape)) } satisfies FakeTensor;
+    const tensor: FakeTensor = { descriptor: d, data: d.dataType === "int32" ? new Int32Array(size(d.shape)) : new Float32Array(size(d.shape)) };
+    return tensor;
   }
 
   writeTensor(tensor: MLTensor, data: Data): void {

@@ -70,6 +70,12 @@ export class WebnnSampler implements WindowLogits {
     return new WebnnSampler(context, graph, { tokens, last, logits }, model);
   }
 
+  /** Frees the graph and its tensors on the device (the spec's destroy(); the context stays). */
+  dispose(): void {
+    this.graph.destroy?.();
+    for (const t of Object.values(this.tensors)) t.destroy?.();
+  }
+
   async logits(window: Int32Array): Promise<Float32Array> {
     const T = this.model.block_size;
     if (window.length < 1 || window.length > T) throw new Error(`a window of ${window.length} tokens (1 to ${T})`);
@@ -112,7 +118,11 @@ export async function webnnAgrees(context: MLContextLike, newBuilder: NewBuilder
   const sampler = await WebnnSampler.create(context, newBuilder, GATE_MODEL, params);
   const want = await reference(GATE_MODEL, params, windows);
   const got: Float32Array[] = [];
-  for (const w of windows) got.push(await sampler.logits(w));
+  try {
+    for (const w of windows) got.push(await sampler.logits(w));
+  } finally {
+    sampler.dispose();
+  }
   const errors = worst(...got.map((g, i) => gateErrors(g, want[i])));
   return { failure: withinBudget(errors) ? null : "its logits differ from the f32 path's", errors };
 }

@@ -30,10 +30,14 @@ export interface MLGraphBuilderLike {
   build(outputs: Record<string, MLOperand>): Promise<MLGraph>;
 }
 
-/** Opaque: made by build(), run by dispatch(). */
-export type MLGraph = object;
-/** Opaque: device memory that dispatch() reads and writes. */
-export type MLTensor = object;
+/** Made by build(), run by dispatch(). */
+export interface MLGraph {
+  destroy?(): void;
+}
+/** Device memory that dispatch() reads and writes. */
+export interface MLTensor {
+  destroy?(): void;
+}
 
 /** What opSupportLimits() says of one operand of one op. */
 export interface MLTensorLimits {
