@@ -104,12 +104,14 @@ export interface SampleOptions extends Draw {
 }
 
 /**
- * Next-token logits of a whole window (its last position's) from outside the backend: the WebNN
- * lever (levers/webnn). A throw hands sampling back to the backend for the rest of the text.
+ * Next-token logits from outside the backend (the WebNN lever, levers/webnn), with its own KV
+ * cache and the backend's contract for it: prefill a window, then decode one new token at a time.
+ * The Trainer drives it by the rule it drives the backend by (the window, windowStart, when to
+ * prefill), so the source keeps no rule of its own and cannot drift from the backend's; a source
+ * that guessed from whole windows whether one extends the last would be a second copy of it. A
+ * throw hands sampling back to the backend for the rest of the text.
  */
-export interface WindowLogits {
-  logits(window: Int32Array): Promise<Float32Array>;
-}
+export type CachedLogits = Pick<Backend, "prefill" | "decode">;
 
 export interface HistoryPoint {
   step: number;
@@ -141,7 +143,7 @@ export interface Trainer {
    * `shouldStop` is awaited before each token, so a host can yield to its own events there; `via`
    * gives the logits instead of the backend until it fails (same windows, same draws).
    */
-  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: WindowLogits): Promise<Uint8Array>;
+  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: CachedLogits): Promise<Uint8Array>;
   /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance, the run's settings). */
   save(includeOptimizer: boolean, run?: RunRecord): Promise<Uint8Array>;
   dispose(): void;

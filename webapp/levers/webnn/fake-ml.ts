@@ -2,7 +2,7 @@
 // lever's tests where no browser runs WebNN (none here: content/docs/browser-notes.md). It
 // records each op's operand types and ranks, so a test can hold graph.ts's NEEDS to them, and can
 // be made to misbehave: an op's outputs scaled (a wrong kernel the gate must catch), dispatch
-// throwing after some runs, createContext throwing, limits missing an op.
+// throwing after some runs (and, as the spec's, on a tensor bound twice), createContext throwing, limits missing an op.
 
 import type { MLContextLike, MLDataType, MLGraph, MLGraphBuilderLike, MLLike, MLOpSupportLimits, MLOperand, MLOperandDescriptor, MLTensor } from "./ml";
 
@@ -29,7 +29,7 @@ function erf(x: number): number {
 }
 
 /** Every (op, operand) seen with its data type and the ranks used, as opSupportLimits() would list them. */
-export type Usage = Map<string, { dataType: string; ranks: Set<number> }>;
+export type Usage = Map<string, { dataTypes: Set<string>; ranks: Set<number> }>;
 
 export class FakeBuilder implements MLGraphBuilderLike {
   readonly usage: Usage = new Map();
@@ -39,8 +39,8 @@ export class FakeBuilder implements MLGraphBuilderLike {
   private use(op: string, operands: Record<string, MLOperand>): void {
     for (const [name, o] of Object.entries(operands)) {
       const key = `${op}.${name}`;
-      const u = this.usage.get(key) ?? { dataType: o.dataType, ranks: new Set<number>() };
-      if (u.dataType !== o.dataType) throw new Error(`${key} used as ${u.dataType} and ${o.dataType}`);
+      const u = this.usage.get(key) ?? { dataTypes: new Set<string>(), ranks: new Set<number>() };
+      u.dataTypes.add(o.dataType);
       u.ranks.add(o.shape.length);
       this.usage.set(key, u);
     }
@@ -202,6 +202,8 @@ interface FakeTensor extends MLTensor {
 
 export class FakeContext implements MLContextLike {
   dispatches = 0;
+  /** Each dispatch's input names, in order. */
+  inputs: string[][] = [];
   /** An op whose outputs come out 5% too large. */
   perturb: string | null = null;
   /** Dispatches that succeed before every later one throws (a lost device mid-sample). */
@@ -223,6 +225,10 @@ export class FakeContext implements MLContextLike {
 
   dispatch(graph: MLGraph, inputs: Record<string, MLTensor>, outputs: Record<string, MLTensor>): void {
     if (++this.dispatches > this.failAfter) throw new DOMException("the fake context was lost", "InvalidStateError");
+    // The spec's dispatch refuses a tensor bound twice, an input written as an output above all.
+    const bound = [...Object.values(inputs), ...Object.values(outputs)];
+    if (new Set(bound).size < bound.length) throw new TypeError("a tensor bound twice in one dispatch");
+    this.inputs.push(Object.keys(inputs));
     const given: Inputs = new Map(Object.entries(inputs).map(([name, t]) => [name, (t as FakeTensor).data]));
     const memo = new Map<Node, Data>();
     const ops = (graph as { outputs: Record<string, Node> }).outputs;
