@@ -12,6 +12,9 @@ Fixtures
   SwiftShader on CPU-only machines).
 - `browser_no_webgpu` (session): Chromium without that flag (no adapter on Linux),
   for the CPU fallback.
+- `browser_webnn_flag` (session): Chromium without WebGPU but with
+  `--enable-features=WebMachineLearningNeuralNetwork`: `navigator.ml` exists, and on
+  Linux its `createContext` throws NotSupportedError (the WebNN lever's fallback).
 - `open_page` (function): `open_page(browser, "/docs/", wait_until="load",
   init_script=None)` opens the path (or a full URL, whose origin then counts as
   the site's) in a fresh browser context, with `init_script` run first in every
@@ -96,6 +99,13 @@ def browser(_playwright):
 @pytest.fixture(scope="session")
 def browser_no_webgpu(_playwright):
     b = _launch(_playwright, [])
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="session")
+def browser_webnn_flag(_playwright):
+    b = _launch(_playwright, ["--enable-features=WebMachineLearningNeuralNetwork"])
     yield b
     b.close()
 

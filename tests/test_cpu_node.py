@@ -1,6 +1,7 @@
 """The WebAssembly CPU backend in Node: compile cpu.wasm exactly as the site
-build does, bundle webapp/cpu/test/*.test.ts and the relaxed-SIMD lever's
-tests (webapp/levers/relaxed-simd/*.test.ts) with esbuild, run `node --test`
+build does, bundle webapp/cpu/test/*.test.ts, the relaxed-SIMD lever's
+tests (webapp/levers/relaxed-simd/*.test.ts) and the WebNN lever's (webapp/levers/webnn/*.test.ts,
+whose graph and gate are checked against this backend) with esbuild, run `node --test`
 with relaxed SIMD on (Node 20 needs the flag). The Node tests run the backend
 conformance suite (webapp/engine/test/conformance.ts: the golden fixture, a
 resumed run, the shapes tests/oracles/conformance.py writes here) on the plain and
@@ -48,7 +49,8 @@ def test_cpu_backend_in_node(tmp_path):
     compile_cpu_wasm(ROOT, wasm)
     flags = relaxed_simd_flags()
     relaxed = bool(flags)
-    tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers" / "relaxed-simd").glob("*.test.ts"))
+    tests = sorted((ROOT / "webapp" / "cpu" / "test").glob("*.test.ts")) + sorted((ROOT / "webapp" / "levers" / "relaxed-simd").glob("*.test.ts")) \
+        + sorted((ROOT / "webapp" / "levers" / "webnn").glob("*.test.ts"))
     assert tests, "no webapp/cpu/test/*.test.ts found"
     bundles = node_bundle(ROOT, [t.relative_to(ROOT) for t in tests] + ["webapp/cpu/test/thread_worker.ts"], tmp_path)[:-1]
     conformance.write(tmp_path / "conformance")

@@ -41,10 +41,13 @@ export class SampleView {
     client.on("sampleDone", (m) => {
       this.append(this.decoder.decode());
       this.out.dataset.done = "yes";
-      // Which path wrote them: the backend and its fast paths (the pills' ids), through the KV cache,
-      // each byte chosen on the GPU or the CPU.
+      // Which path wrote them: WebNN with its own KV cache, or the backend and its fast paths (the
+      // pills' ids) through the KV cache, each byte chosen on the GPU or the CPU; where WebNN
+      // failed midway, the backend wrote the rest.
       const paths = m.paths.length ? ` +${m.paths.join(" +")}` : "";
-      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${backendName(m.backend)}${paths}, KV cache${m.chosenOnGpu ? ", chosen on the GPU" : ""} · seed ${m.seed}`;
+      const backend = `${backendName(m.backend)}${paths}, KV cache${m.chosenOnGpu ? ", chosen on the GPU" : ""}`;
+      const path = m.webnn === 0 ? backend : m.webnn >= m.tokens ? "WebNN, KV cache" : `WebNN for the first ${m.webnn}, then ${backend}`;
+      $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${path} · seed ${m.seed}`;
     });
   }
 

@@ -2,7 +2,7 @@
 // Backend. Steps may be issued before earlier ones resolve (the GPU pipelines
 // them); the step counter and the batch are fixed when a step is issued.
 
-import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, SampleOptions, TrainConfig, Trainer } from "./types";
+import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, SampleOptions, TrainConfig, Trainer, CachedLogits } from "./types";
 import { checkModelConfig, initParams, learningRate } from "./model";
 import { type Checkpoint, writeCheckpoint } from "./checkpoint";
 import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
@@ -92,7 +92,7 @@ export class GPTTrainer implements Trainer {
     return val;
   }
 
-  async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array> {
+  async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: CachedLogits): Promise<Uint8Array> {
     const T = this.model.block_size;
     const seed = opts.seed ?? (Date.now() >>> 0);
     // An empty prompt starts from a newline, the natural start of a text.
@@ -109,11 +109,21 @@ export class GPTTrainer implements Trainer {
     };
     const onDevice = this.backend.sampleTokens && !opts.fullWindow && !opts.drawOnHost;
     let batch = 1;
+    let outside = via ?? null;
     while (out.length < opts.maxTokens) {
       if (await shouldStop?.()) break;
       const was = start;
       start = opts.fullWindow ? Math.max(0, context.length - T) : windowStart(start, context.length, T);
-      const fresh = !cached || start !== was || opts.fullWindow;
+      const fresh: boolean = !cached || start !== was || !!opts.fullWindow;
+      if (outside) {
+        // Its own cache by the backend's rule below: the same logits, the same draw.
+        const logits: Float32Array | null = await (fresh ? outside.prefill(Int32Array.from(context.slice(start))) : outside.decode(context[context.length - 1])).catch(() => null);
+        if (logits) take([pickToken(logits, opts, sampleUniform(seed, out.length))]);
+        else outside = null;
+        // Failed: the backend's cache holds nothing of this text, so it prefills the window next.
+        cached = logits !== null;
+        continue;
+      }
       if (onDevice) {
         // Tokens until the window outgrows the cache, a batch at a time; the i-th drawn overall
         // draws sampleUniform(seed, i) wherever it is chosen, so batching leaves the text alone.

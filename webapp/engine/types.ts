@@ -103,6 +103,16 @@ export interface SampleOptions extends Draw {
   drawOnHost?: boolean;
 }
 
+/**
+ * Next-token logits from outside the backend (the WebNN lever, levers/webnn), with its own KV
+ * cache and the backend's contract for it: prefill a window, then decode one new token at a time.
+ * The Trainer drives it by the rule it drives the backend by (the window, windowStart, when to
+ * prefill), so the source keeps no rule of its own and cannot drift from the backend's; a source
+ * that guessed from whole windows whether one extends the last would be a second copy of it. A
+ * throw hands sampling back to the backend for the rest of the text.
+ */
+export type CachedLogits = Pick<Backend, "prefill" | "decode">;
+
 export interface HistoryPoint {
   step: number;
   train: number;
@@ -129,8 +139,11 @@ export interface Trainer {
   trainStep(): Promise<number>;
   /** Mean validation loss over `batches` batches of the fixed validation windows (data.ts valStarts). */
   evaluate(batches: number): Promise<number>;
-  /** `shouldStop` is awaited before each token, so a host can yield to its own events there. */
-  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>): Promise<Uint8Array>;
+  /**
+   * `shouldStop` is awaited before each token, so a host can yield to its own events there; `via`
+   * gives the logits instead of the backend until it fails (same windows, same draws).
+   */
+  sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: CachedLogits): Promise<Uint8Array>;
   /** The whole run as .tinygpt bytes (weights, optionally Adam m/v, history, dataset, provenance, the run's settings). */
   save(includeOptimizer: boolean, run?: RunRecord): Promise<Uint8Array>;
   dispose(): void;

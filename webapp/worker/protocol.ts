@@ -152,7 +152,7 @@ export type FromWorker =
   /** `problem`: why the shape cannot train on the chosen backend here, the limit named; `note`: how it runs anyway. */
   | ({ type: "checked"; key: string } & Fit)
   | { type: "token"; bytes: Uint8Array } // the sample's next bytes: its first, then as many as came in 30 ms
-  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number; chosenOnGpu: boolean }
+  | { type: "sampleDone"; tokens: number; tokPerSec: number; backend: BackendKind; paths: readonly string[]; seed: number; chosenOnGpu: boolean; webnn: number } // webnn: how many of the tokens WebNN's logits gave (the first ones)
   | { type: "saved"; id: string; step: number; bytes: number }
   | { type: "checkpoints"; list: CheckpointInfo[] }
   | { type: "exported"; name: string; bytes: Uint8Array }

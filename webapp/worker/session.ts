@@ -9,6 +9,7 @@ import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
 import type { BackendChoice, FromWorker, Intervals, Progress, Request, RunSettings, Status, WorkerState } from "./protocol";
+import { webnnActive, webnnSampler } from "./webnn";
 import { StorageFullError, holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
 
 type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
@@ -74,7 +75,7 @@ export class Session {
       backend: t?.backend.kind ?? null,
       device: t?.backend.device ?? null,
       residentBytes: t?.backend.residentBytes ?? null,
-      paths: [...(t?.backend.paths ?? [])],
+      paths: [...(t?.backend.paths ?? []), ...(webnnActive(t) ? ["webnn"] : [])],
       model: t?.model ?? null,
       dataset: t?.dataset?.name ?? null,
       step: t?.step ?? 0,
@@ -470,6 +471,8 @@ export class Session {
     this.takeRequest();
     const previous = this.state; // ready, or paused: a paused run stays paused
     this.setState("sampling");
+    const via = await webnnSampler(t);
+    const viaBefore = via?.produced ?? 0;
     const t0 = performance.now();
     let n = 0;
     // The first byte goes to the page at once, the rest TOKEN_POST_MS of them at a time: one message
@@ -490,7 +493,7 @@ export class Session {
       }, async () => {
         await this.checkIn();
         return this.stopSampling;
-      });
+      }, via ?? undefined);
     } catch (e) {
       // Interrupted: the CPU backend abandoned a token for Stop.
       if (e instanceof Interrupted) this.takeRequest();
@@ -498,7 +501,8 @@ export class Session {
     }
     post();
     const seconds = (performance.now() - t0) / 1000;
-    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed, chosenOnGpu: !!t.backend.sampleTokens });
+    const webnn = (via?.produced ?? 0) - viaBefore;
+    this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed, chosenOnGpu: !!t.backend.sampleTokens && webnn < n, webnn });
     this.setState(previous);
   }
 

@@ -2,6 +2,7 @@
 // answers the page's messages (protocol.ts).
 import { handleCpuThreadMessage } from "../cpu/threads";
 import { configureGates } from "../levers/gate";
+import { ID as WEBNN } from "../levers/webnn/lever";
 import { gpuVerdicts } from "./backends";
 import { chooseBest } from "./best";
 import { detectCaps } from "./caps";
@@ -14,6 +15,7 @@ import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
 import { deleteRun, holdRunLock, listRuns, recover } from "./store";
 import { opfsVerdicts } from "./verdicts";
+import { webnnVerdict } from "./webnn";
 
 const scope = self as unknown as DedicatedWorkerGlobalScope;
 
@@ -51,7 +53,8 @@ async function handle(msg: ToWorker): Promise<void> {
       // Every backend's levers are checked: "auto" may pick either (best.ts), and either can be chosen.
       // The CPU's check takes milliseconds, the GPU's a step of small models per lever (seconds on a
       // software adapter): the page hears what is known at once, and again with the GPU's verdicts.
-      const cpu = caps.wasmSimd ? await cpuVerdicts() : {};
+      // WebNN's verdict rides with the CPU's: no GPU lever's gate waits for it, nor it for them.
+      const cpu = { ...(caps.wasmSimd ? await cpuVerdicts() : {}), [WEBNN]: await webnnVerdict() };
       post({ type: "caps", caps: { ...caps, levers: cpu, gpuChecked: false } });
       if (caps.webgpu) post({ type: "caps", caps: { ...caps, levers: { ...(await gpuVerdicts()), ...cpu }, gpuChecked: true } });
       const claims = deviceClaims.count;
