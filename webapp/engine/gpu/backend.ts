@@ -140,7 +140,7 @@ export class GpuBackend implements Backend {
   private int8Stale = true;
   /** Counts the changes of the parameters (trainStep, setState): what a check of them holds for. */
   paramsVersion = 0;
-  /** Decode on the int8 weights (the int8 lever's decode plan); settable only where `hasInt8`. */
+  /** Decode on the int8 weights (the int8 lever's decode plan); settable only where `hasInt8`, and off again once the parameters change. */
   sampleInt8 = false;
   /** Milliseconds the last refresh of the int8 copy took (read back, quantize, write). */
   int8RefreshMs = 0;
@@ -337,6 +337,7 @@ export class GpuBackend implements Backend {
     this.forget();
     this.int8Stale = true;
     this.paramsVersion++;
+    this.sampleInt8 = false; // new weights decode on int8 only once checked (levers/int8 chooseInt8)
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -495,6 +496,7 @@ export class GpuBackend implements Backend {
     this.forget();
     this.int8Stale = true;
     this.paramsVersion++;
+    this.sampleInt8 = false; // new weights decode on int8 only once checked (levers/int8 chooseInt8)
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);
