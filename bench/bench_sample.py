@@ -9,7 +9,8 @@ byte chosen on the CPU from logits read back (WebGPU), and with the full window 
     python bench/bench_sample.py --backend wasm      # the WebAssembly backend here at 1 and 2 threads, content/data/sample_cpu.json
 
 WebGPU runs the plain kernels, each GPU lever alone (on and off: a lever this adapter lacks, or
-whose gate fails, is reported), and the app's path (every shipped lever that passes). Beside them,
+whose gate fails, is reported; int8, the sampling lever, decodes on its int8 weights), and the
+app's path (every shipped lever that passes). Beside them,
 in the same run, PyTorch eager on the same device (CUDA for WebGPU, the CPU at the same thread
 count for WebAssembly) with a KV cache (tests/oracles/torch_model.py torch_logits_cached, a token
 id read back per byte, as a user's loop does) and without one. Weights are each preset's seeded

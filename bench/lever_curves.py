@@ -31,7 +31,8 @@ from curve_rule import finish, gap, points  # noqa: E402
 
 OUT = ROOT / "content" / "data" / "gpu_curves.json"
 CLI = ROOT / "dist-cli" / "train.js"
-GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu"]
+# Levers that change training; a sampling lever (facts "serves": "sampling") is held to its held-out loss instead.
+GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu" and lever.get("serves") != "sampling"]
 
 
 def built(root: Path = ROOT) -> list[str]:

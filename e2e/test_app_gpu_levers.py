@@ -2,12 +2,14 @@
 shipped lever's real gate decides its verdict and pill, the pills follow the verdicts once they
 arrive (the gates finish after start-up), a forced failure hides the pill and training still
 converges, and each pill's explainer, which says the errors measured here, opens and closes by
-mouse and by keyboard. The experimental levers (facts.levers) get no verdict: the app never runs them;
+mouse and by keyboard. The int8 lever serves sampling: its pill joins the others only once a
+sample ran on it (its held-out loss check passed on the trained weights), and leaves at the next
+training step. The experimental levers (facts.levers) get no verdict: the app never runs them;
 nor does coop-matrix here (no subgroup matrices on SwiftShader), which stays off without an error."""
 import pytest
 from playwright.sync_api import expect
 
-from appdriver import configure, loss_table, open_app, wait_finished
+from appdriver import configure, loss_table, open_app, sample, wait_finished
 
 from tinygpt.facts import FACTS
 
@@ -15,6 +17,8 @@ SHIPPED = [lever for lever in FACTS["levers"] if lever["backend"] == "webgpu" an
 # The shipped GPU levers SwiftShader can run (ENVIRONMENT.md), and those it cannot: it has no subgroup matrices.
 HERE = {lever["id"]: lever["pill"] for lever in SHIPPED if lever["feature"] != "chromium-experimental-subgroup-matrix"}
 NOT_HERE = [lever["id"] for lever in SHIPPED if lever["id"] not in HERE]
+# The pills while training: those of the levers that serve sampling come with a sample.
+TRAINING = {lever: pill for lever, pill in HERE.items() if next(lv for lv in SHIPPED if lv["id"] == lever).get("serves") != "sampling"}
 EXPERIMENTAL = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu" and lever["status"] == "experimental"]
 GATE_S = 900  # the checks on a software GPU, compiling every kernel twice
 
@@ -40,9 +44,12 @@ def test_the_levers_gates_decide_their_pills_and_explainers_say_what_they_measur
     for lever in EXPERIMENTAL + NOT_HERE:
         expect(verdict(page, lever)).to_have_count(0)
     page.select_option("#backend", "webgpu")
-    expect(page.locator("#pills .pill-lever")).to_have_text(list(HERE.values()))
+    expect(page.locator("#pills .pill-lever")).to_have_text(list(TRAINING.values()))
     train(page)
+    expect(page.locator("#pills .pill-lever")).to_have_text(list(TRAINING.values()))
+    sample(page, "to be", temperature=0, top_k=0, length=8, timeout=GATE_S, seed=1)
     expect(page.locator("#pills .pill-lever")).to_have_text(list(HERE.values()))
+    expect(page.locator("#sample-tps")).to_contain_text("+int8")
 
     pill = page.locator("#pills .pill-lever", has_text="+subgroups")
     explainer = page.locator("#explainer-subgroups")
@@ -67,13 +74,18 @@ def test_the_levers_gates_decide_their_pills_and_explainers_say_what_they_measur
 def test_a_forced_failure_hides_its_pill_and_training_converges(open_page, browser, failed):
     visit = open_app(open_page, browser, f"/app/?gate-fail={failed}", seed=12, gpu_levers=True)
     page = visit.page
-    expect(verdict(page, failed)).to_have_attribute("data-verdict", "fail")
+    # The verdicts arrive together, once every other lever's check ran.
+    expect(verdict(page, failed)).to_have_attribute("data-verdict", "fail", timeout=GATE_S * 1000)
     expect(verdict(page, failed)).to_contain_text("forced to fail")
     others = [lever for lever in HERE if lever != failed]
     for lever in others:
         expect(verdict(page, lever)).to_have_attribute("data-verdict", "pass", timeout=GATE_S * 1000)
     page.select_option("#backend", "webgpu")
-    expect(page.locator("#pills .pill-lever")).to_have_text([HERE[lever] for lever in others])
+    expect(page.locator("#pills .pill-lever")).to_have_text([TRAINING[lever] for lever in others if lever in TRAINING])
     train(page)
-    expect(page.locator("#pills .pill-lever")).to_have_text([HERE[lever] for lever in others])
+    expect(page.locator("#pills .pill-lever")).to_have_text([TRAINING[lever] for lever in others if lever in TRAINING])
+    if failed == "int8":  # a sample stays on f32
+        sample(page, "to be", temperature=0, top_k=0, length=8, timeout=GATE_S, seed=1)
+        expect(page.locator("#pills .pill-lever")).to_have_text(list(TRAINING.values()))
+        expect(page.locator("#sample-tps")).not_to_contain_text("+int8")
     assert visit.problems() == []

@@ -74,6 +74,9 @@ async function main(): Promise<void> {
     }
     trainer = await createTrainer(await createBackend("webgpu", p.model, p.train, options), p.model, p.train);
   }
+  // With the int8 lever's kernels (--levers all or int8), decoding runs on them: a measurement of the
+  // path, on weights whose held-out loss nobody checked here (the app checks before it samples).
+  if (trainer.backend instanceof GpuBackend) trainer.backend.sampleInt8 = trainer.backend.hasInt8;
   const path = args["full-window"] ? "full window" : args["host-draw"] ? "KV cache, drawn on the CPU" : "KV cache";
   log(`sample: ${trainer.backend.device}${trainer.backend.paths.length ? ` (+${trainer.backend.paths.join(", +")})` : ", plain f32 kernels"}, ${path}`);
 

@@ -26,6 +26,8 @@ export interface BackendOptions {
   features?: GpuBackendOptions["features"];
   /** WebGPU: the ids of the levers those kernels are (Backend.paths). */
   levers?: GpuBackendOptions["levers"];
+  /** WebGPU: the int8 sampling lever's kernels, where they passed their gate (levers/int8). */
+  int8?: GpuBackendOptions["int8"];
 }
 
 export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: BackendOptions) => Promise<Backend>;
@@ -34,7 +36,7 @@ export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: Back
 // which knows where its module and thread script live; hosts that never use it
 // (the Node CLI) do not bundle it.
 const factories = new Map<BackendKind, BackendFactory>([
-  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers })],
+  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers, int8: opts.int8 })],
 ]);
 
 export function registerBackend(kind: BackendKind, factory: BackendFactory): void {

@@ -56,6 +56,11 @@ export class GPTTrainer implements Trainer {
     this.data = { name, bytes: bytes.length, sha256: await sha256Hex(bytes) };
   }
 
+  /** The held-out bytes of the corpus, or null before one is set (the int8 lever checks sampling on them). */
+  get heldOut(): Uint8Array | null {
+    return this.split?.val ?? null;
+  }
+
   private corpus(): Split {
     if (!this.split) throw new Error("no corpus: call setCorpus first");
     return this.split;

@@ -8,6 +8,7 @@ import { type BackendOptions, createBackend } from "../engine/index";
 import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
 import { gpuLevers } from "../levers/gpu";
+import { ID as INT8, gatedInt8 } from "../levers/int8/lever";
 import { requestAdapter } from "./caps";
 import type { BackendChoice } from "./protocol";
 
@@ -25,7 +26,10 @@ async function gated(): Promise<{ verdicts: Record<string, Verdict>; options: Ba
   if (!adapter) return { verdicts: {}, options: {} };
   const { verdicts, kernels, features } = await gpuLevers({ gpu: navigator.gpu }, adapter);
   const levers = Object.keys(verdicts).filter((id) => verdicts[id].pass);
-  return { verdicts, options: { kernels, features, levers } };
+  // The int8 lever's kernels serve sampling alone: a path the backend takes once the weights pass their own check.
+  const int8 = await gatedInt8({ gpu: navigator.gpu }, adapter);
+  if (int8) verdicts[INT8] = int8.verdict;
+  return { verdicts, options: { kernels, features, levers, int8: int8?.kernels ?? undefined } };
 }
 
 /** The verdicts of the GPU levers here, for the page's list. */

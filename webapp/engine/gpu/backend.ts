@@ -11,6 +11,7 @@ import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
 import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
 import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable, type Op } from "./kernels";
+import { type Int8Layout, int8Layout, packInt8 } from "./int8";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
@@ -77,6 +78,11 @@ export interface GpuBackendOptions {
   /** The ids of the levers whose tables `kernels` holds (Backend.paths). */
   levers?: string[];
   /**
+   * The int8 sampling lever's matvec kernels (levers/int8), which give the backend a second
+   * decoding path over an int8 copy of the weights, off until `sampleInt8` is set.
+   */
+  int8?: Partial<KernelTable>;
+  /**
    * A device to share instead of requesting one (a lever's gate, the tests): backends
    * on one device compile each kernel once. The caller destroys it; dispose() does not.
    */
@@ -92,7 +98,9 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
   const ctx = opts.context ?? (await requestGpu(opts.gpu, opts.adapter, opts.features));
   const owned = !opts.context;
   try {
-    const backend = new GpuBackend(ctx, new Pipelines({ ...F32_KERNELS, ...opts.kernels }), model, train, owned, opts.levers ?? []);
+    const table = { ...F32_KERNELS, ...opts.kernels };
+    const int8 = opts.int8 && int8Fits(model, { ...table, ...opts.int8 }) ? new Pipelines({ ...table, ...opts.int8 }) : null;
+    const backend = new GpuBackend(ctx, new Pipelines(table), model, train, owned, opts.levers ?? [], int8);
     await backend.ready;
     return backend;
   } catch (e) {
@@ -100,6 +108,15 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
     throw e;
   }
 }
+
+/**
+ * Whether int8 kernels can decode this model: every product of a step on matvec (n_embd a multiple
+ * of 4) with its row, fc_out's 4 n_embd the widest, in their workgroup memory (MAX_K).
+ */
+export const int8Fits = (model: ModelConfig, kernels: KernelTable) => model.n_embd % 4 === 0 && 4 * model.n_embd <= kernels.matvec_nn.constants.MAX_K;
+
+/** The id of the int8 sampling lever (facts.levers), in Backend.paths while sampling runs on it. */
+const INT8 = "int8";
 
 export class GpuBackend implements Backend {
   readonly kind = "webgpu" as const;
@@ -117,6 +134,16 @@ export class GpuBackend implements Backend {
   private lossPlan: Dispatch[] = [];
   private logitsPlan: Dispatch[] = [];
   private decodePlan: Dispatch[] = [];
+  private int8Plan: Dispatch[] = [];
+  private readonly int8: { buffer: GPUBuffer; layout: Int8Layout } | null = null;
+  /** Whether the int8 copy predates the parameters (a trainStep or setState since it was made). */
+  private int8Stale = true;
+  /** Counts the changes of the parameters (trainStep, setState): what a check of them holds for. */
+  paramsVersion = 0;
+  /** Decode on the int8 weights (the int8 lever's decode plan); settable only where `hasInt8`, and off again once the parameters change. */
+  sampleInt8 = false;
+  /** Milliseconds the last refresh of the int8 copy took (read back, quantize, write). */
+  int8RefreshMs = 0;
   /** Tokens the sampling graph's k and v hold for decode (0: none since the parameters changed). */
   private cached = 0;
   /** Whether the decode state holds the last token sampleTokens picked, not yet cached (it can go on from there). */
@@ -138,7 +165,7 @@ export class GpuBackend implements Backend {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, readonly paths: readonly string[] = []) {
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, private readonly levers: readonly string[] = [], int8Pipelines: Pipelines | null = null) {
     this.gpu = ctx.device;
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
@@ -147,6 +174,13 @@ export class GpuBackend implements Backend {
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
     const { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size);
     this.extra.push(...buffers);
+    if (int8Pipelines) {
+      const layout = int8Layout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
+      const buffer = this.gpu.createBuffer({ label: "int8 weights", size: Math.max(16, layout.words * 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      this.extra.push(buffer);
+      this.int8 = { buffer, layout };
+      bufs.int8 = this.int8;
+    }
     this.bufs = bufs;
     this.trainGraph = trainGraph;
     this.sampleGraph = sampleGraph;
@@ -184,13 +218,40 @@ export class GpuBackend implements Backend {
     this.samplerSlot = this.sampleGraph.sample(this.sampler, { temperature: 0, top_k: 0, top_p: 1, seed: 0 });
 
     this.ops = new Set(this.recorders.flatMap((r) => r.ops));
-    this.ready = pipelines.compile(this.gpu, this.ops).then(() => {
+    const int8 = int8Pipelines && this.recorder(int8Pipelines);
+    if (int8) this.sampleGraph.decode(int8);
+    this.ready = Promise.all([pipelines.compile(this.gpu, this.ops), int8Pipelines?.compile(this.gpu, int8!.ops)]).then(() => {
+      if (int8) this.int8Plan = int8.finish("int8 decode");
       this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
       this.lossPlan = loss.finish("loss");
       this.logitsPlan = logits.finish("prefill");
       this.decodePlan = decode.finish("decode");
       this.samplePlan = this.sampler.finish("sample");
     });
+  }
+
+  /** The optional paths it runs: the levers its tables hold, and int8 while it samples on it. */
+  get paths(): readonly string[] {
+    return this.sampleInt8 ? [...this.levers, INT8] : this.levers;
+  }
+
+  /** Whether it has the int8 decoding path (`sampleInt8`). */
+  get hasInt8(): boolean {
+    return this.int8 !== null;
+  }
+
+  /** The decoding plan: on the int8 weights, refreshed first where the parameters changed, or the f32 one. Call within serial(). */
+  private async decoding(): Promise<Dispatch[]> {
+    if (!this.sampleInt8) return this.decodePlan;
+    if (!this.int8) throw new Error("this backend has no int8 decoding path");
+    if (this.int8Stale) {
+      const t0 = performance.now();
+      const params = await this.submitAndRead(this.gpu.createCommandEncoder(), this.bufs.params, 0, this.layout.total * 4);
+      this.gpu.queue.writeBuffer(this.int8.buffer, 0, packInt8(this.int8.layout, this.layout, params));
+      this.int8Stale = false;
+      this.int8RefreshMs = performance.now() - t0;
+    }
+    return this.int8Plan;
   }
 
   private recorder(pipelines: Pipelines): Recorder {
@@ -274,6 +335,9 @@ export class GpuBackend implements Backend {
 
   trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number> {
     this.forget();
+    this.int8Stale = true;
+    this.paramsVersion++;
+    this.sampleInt8 = false; // new weights decode on int8 only once checked (levers/int8 chooseInt8)
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
@@ -321,8 +385,9 @@ export class GpuBackend implements Backend {
     this.picked = false;
     const { read } = await this.serial(async () => {
       await this.slot();
+      const plan = await this.decoding();
       this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, at);
-      return { read: this.submitAndRead(this.run(this.decodePlan), this.sampleGraph.logits, 0, this.model.vocab_size * 4) };
+      return { read: this.submitAndRead(this.run(plan), this.sampleGraph.logits, 0, this.model.vocab_size * 4) };
     });
     return read;
   }
@@ -348,6 +413,7 @@ export class GpuBackend implements Backend {
     this.picked = true;
     return this.serial(async () => {
       await this.slot();
+      const decodePlan = await this.decoding();
       const { temperature, topK, topP = 1 } = draw;
       this.sampler.rewrite(this.samplerSlot, "sample_token", { V: this.model.vocab_size, temperature, top_k: topK, top_p: topP, seed });
       const at = this.sampleGraph.at!;
@@ -362,7 +428,7 @@ export class GpuBackend implements Backend {
       }
       // Submitted STEPS_PER_SUBMIT decoding steps at a time, so the GPU runs each while the next is
       // encoded (on the H200 a Huge step took about 0.4 ms to encode and 0.6 ms to run).
-      const steps: Dispatch[][] = [...(window ? [[...this.logitsPlan, ...this.samplePlan]] : []), ...Array.from({ length: decodes }, () => [...this.decodePlan, ...this.samplePlan])];
+      const steps: Dispatch[][] = [...(window ? [[...this.logitsPlan, ...this.samplePlan]] : []), ...Array.from({ length: decodes }, () => [...decodePlan, ...this.samplePlan])];
       for (let i = 0; i + STEPS_PER_SUBMIT < steps.length; i += STEPS_PER_SUBMIT) this.gpu.queue.submit([this.run(steps.slice(i, i + STEPS_PER_SUBMIT).flat()).finish()]);
       const last = steps.slice(Math.floor((steps.length - 1) / STEPS_PER_SUBMIT) * STEPS_PER_SUBMIT).flat();
       return { read: this.submitAndRead(this.run(last), this.sampleGraph.drawn!, 0, count * 4) };
@@ -453,6 +519,9 @@ export class GpuBackend implements Backend {
       if (a && a.length !== n) throw new Error(`setState: ${name} has ${a.length} floats, the model has ${n}`);
     }
     this.forget();
+    this.int8Stale = true;
+    this.paramsVersion++;
+    this.sampleInt8 = false; // new weights decode on int8 only once checked (levers/int8 chooseInt8)
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);

@@ -9,6 +9,7 @@ import { FACTS } from "../model";
 import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
+import { type Int8Layout, int8Binding, int8Span } from "./int8";
 
 const EPS = FACTS.model.layernorm_eps;
 // Gradients summed over every position of the batch (a weight gradient's K, the rows of a bias
@@ -47,6 +48,8 @@ export interface ParamBuffers {
   v: GPUBuffer;
   /** The parameters as packed halves at the same element offsets, for kernels marked weightsFromMirror; null without such. */
   mirror: GPUBuffer | null;
+  /** The int8 copy of the weights decoding multiplies, for kernels marked weightsInt8; null without such. */
+  int8?: { buffer: GPUBuffer; layout: Int8Layout } | null;
 }
 
 interface LayerActs {
@@ -212,17 +215,22 @@ export class Graph {
     return { buffer: this.p.params, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
-  /** The weight `name` as the op reads it: its f32 slice, or its halves in the mirror (2 bytes each, in whole vec2<u32>s). */
-  private weight(op: Op, name: string): GPUBufferBinding {
-    if (!this.kernels[op].weightsFromMirror) return this.w(name);
+  /**
+   * The weight `name` as `r`'s op reads it: its f32 slice or its halves in the mirror (2 bytes each,
+   * in whole vec2<u32>s) at binding 2, or its int8 block at binding 5.
+   */
+  private weight(r: Recorder, op: Op, name: string): Record<number, Binding> {
+    const kernel = r.kernels[op];
+    if (kernel.weightsInt8) return { 5: int8Binding(this.p.int8!.buffer, this.p.int8!.layout, name) };
+    if (!kernel.weightsFromMirror) return { 2: this.w(name) };
     const t = this.layout.byName.get(name)!;
-    return { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 };
+    return { 2: { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 } };
   }
 
   /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
   private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
     const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
-    r.op(op, { ...ONE_PRODUCT, ...sizes }, { ...bindings, 2: this.weight(op, weight) });
+    r.op(op, { ...ONE_PRODUCT, ...sizes }, { ...bindings, ...this.weight(r, op, weight) });
   }
 
   private g(name: string): GPUBufferBinding {
@@ -331,15 +339,15 @@ export class Graph {
     const Q = this.qkvRow();
     const [q, k, v] = [0, 1, 2].map((i): GPUBufferBinding => ({ buffer: this.qkv!, offset: i * Q * F32, size: C * F32 }));
     // A row's LayerNorm in the product that takes it (matvec_*_ln), where the row fits its workgroup.
-    const normed = matmulOp("nn", 1, C, C) === "matvec_nn" && C <= this.kernels.matvec_nn_ln.constants.MAX_K;
+    const normed = matmulOp("nn", 1, C, C) === "matvec_nn" && C <= r.kernels.matvec_nn_ln.constants.MAX_K;
     const ln = (name: string) => ({ 6: this.w(`${name}.weight`), 7: this.w(`${name}.bias`) });
     r.op("embedding_decode", { C, n_head }, { 6: x, 7: this.at!, 8: this.w("token_embedding.weight"), 9: this.w("position_embedding.weight") });
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      const qkv = normed && this.qkvAtEqualStrides(pre);
+      const qkv = normed && this.qkvAtEqualStrides(r, pre);
       if (qkv) {
-        r.op("matvec_nn_ln", { ...row, flags: BIAS, eps: EPS, ...qkv.strides }, { 1: x, 2: qkv.weights, 3: qkv.biases, 4: this.qkv!, ...ln(`${pre}.ln1`) });
+        r.op("matvec_nn_ln", { ...row, flags: BIAS, eps: EPS, ...qkv.strides }, { 1: x, ...qkv.weights, 3: qkv.biases, 4: this.qkv!, ...ln(`${pre}.ln1`) });
       } else {
         this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
         [q, k, v].forEach((out, i) => this.linear(r, a.ln1, `${pre}.attn.${"qkv"[i]}_proj`, out, row));
@@ -347,7 +355,7 @@ export class Graph {
       r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
       if (normed) {
-        r.op("matvec_nn_ln_gelu", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, 2: this.w(`${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.gelu, ...ln(`${pre}.ln2`) });
+        r.op("matvec_nn_ln_gelu", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, ...this.weight(r, "matvec_nn_ln_gelu", `${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.gelu, ...ln(`${pre}.ln2`) });
       } else {
         this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
         this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
@@ -356,7 +364,7 @@ export class Graph {
       addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
     }
     if (normed) {
-      r.op("matvec_nt_ln", { ...ONE_PRODUCT, M: 1, N: V, K: C, flags: 0, eps: EPS }, { 1: x, 2: this.w("token_embedding.weight"), 3: x, 4: this.logits, ...ln("ln_final") });
+      r.op("matvec_nt_ln", { ...ONE_PRODUCT, M: 1, N: V, K: C, flags: 0, eps: EPS }, { 1: x, ...this.weight(r, "matvec_nt_ln", "token_embedding.weight"), 3: x, 4: this.logits, ...ln("ln_final") });
     } else {
       this.layernorm(r, x, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, 1);
       this.mm(r, "nt", { M: 1, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
@@ -366,9 +374,10 @@ export class Graph {
   /**
    * Block `pre`'s q, k and v projections as one matvec_nn_ln of three products: bindings that span
    * their weights and their biases, which gpuLayout puts one after another at equal strides, and
-   * the strides (vec4s) in them and in `qkv`; null where the strides differ.
+   * the strides (vec4s) in them and in `qkv`; null where the strides differ. Where `r`'s kernel reads
+   * int8 weights, their blocks, which int8.ts lays out at equal strides (words).
    */
-  private qkvAtEqualStrides(pre: string): { weights: GPUBufferBinding; biases: GPUBufferBinding; strides: Sizes } | null {
+  private qkvAtEqualStrides(r: Recorder, pre: string): { weights: Record<number, Binding>; biases: GPUBufferBinding; strides: Sizes } | null {
     const span = (kind: "weight" | "bias") => {
       const [q, k, v] = ["q", "k", "v"].map((p) => this.layout.byName.get(`${pre}.attn.${p}_proj.${kind}`)!);
       const stride = k.gpuOffset - q.gpuOffset;
@@ -377,7 +386,10 @@ export class Graph {
     };
     const [w, b] = [span("weight"), span("bias")];
     if (!w || !b) return null;
-    return { weights: w.binding, biases: b.binding, strides: { products: 3, b_stride: w.stride, bias_stride: b.stride, c_stride: this.qkvRow() / 4 } };
+    const strides = { products: 3, b_stride: w.stride, bias_stride: b.stride, c_stride: this.qkvRow() / 4 };
+    if (!r.kernels.matvec_nn_ln.weightsInt8) return { weights: { 2: w.binding }, biases: b.binding, strides };
+    const q8 = int8Span(this.p.int8!.buffer, this.p.int8!.layout, ["q", "k", "v"].map((p) => `${pre}.attn.${p}_proj.weight`));
+    return { weights: { 5: q8.binding }, biases: b.binding, strides: { ...strides, b_stride: q8.stride } };
   }
 
   /** The next token from the logits row at[4] into at and drawn (sample.wgsl), by the draw in `sizes`. */

@@ -57,6 +57,8 @@ export interface Kernel {
   weightsFromMirror: boolean;
   /** AdamW that also rewrites the mirror from the parameters it updated (binding 9: the whole mirror). */
   refreshesMirror: boolean;
+  /** A matvec that reads its weight's int8 copy (gpu/int8.ts) at binding 5 in place of B (the int8 sampling lever). */
+  weightsInt8?: boolean;
   workgroups: (s: Sizes) => Workgroups;
   /**
    * The 128-block weight gradient's (matmul_vec4_tn) K from which the graph runs it, split along

@@ -103,6 +103,11 @@ export class Recorder {
     return slot;
   }
 
+  /** The table its ops are dispatched from (a graph binds each op's operands as its kernel reads them). */
+  get kernels(): KernelTable {
+    return this.pipelines.kernels;
+  }
+
   get ops(): Op[] {
     return this.pending.map((d) => d.op);
   }
