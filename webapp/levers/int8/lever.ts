@@ -90,7 +90,7 @@ export function packBlocks(weights: Float32Array[], N: number, K: number, stride
  * The int8 kernels `kernels` against the plain ones on this device, case by case: both get the same
  * row, weights, biases and old outputs, the plain kernel the int8 weights dequantized and a row that
  * int8 holds exactly (its own quantization, dequantized), so only the kernel's arithmetic differs.
- * The _ln cases normalise with a zero weight, which leaves their bias: the exact row.
+ * The _ln cases (and _ln_gelu) normalise with a zero weight, which leaves their bias: the exact row.
  */
 export async function int8KernelsAgree(device: GPUDevice, kernels: Partial<KernelTable>, cases = CHECK_CASES): Promise<Outcome> {
   const rng = new Rng(20261203);
@@ -106,7 +106,7 @@ export async function int8KernelsAgree(device: GPUDevice, kernels: Partial<Kerne
       plainW.set(op.startsWith("matvec_nn") ? transpose(deq, N, K) : deq, y * N * K);
     });
     const stride = Math.ceil(blockWords(N, K) / 4) * 4;
-    const ln = op.endsWith("_ln");
+    const ln = op.includes("_ln");
     const shared: Record<number, ArrayBufferView> = { 1: ln ? normal(K) : exact, 3: normal(products * N), 4: normal(products * N) };
     if (ln) Object.assign(shared, { 6: new Float32Array(K), 7: exact });
     const sizes = { M: 1, N, K, flags, eps: 1e-5, products, bias_stride: N / 4, c_stride: N / 4 };
