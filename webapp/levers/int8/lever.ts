@@ -45,13 +45,11 @@ export const CHECK_CASES: { op: Int8Op; N: number; K: number; products: number; 
   { op: "matvec_nn_ln_gelu", N: 1536, K: 384, products: 1, flags: BIAS },
 ];
 
-const STORAGE = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-
 /** One dispatch of `table`'s op on `bindings` (data written into fresh buffers); binding 4's result read back. */
 export async function dispatch(device: GPUDevice, table: KernelTable, op: Op, sizes: Sizes, bindings: Record<number, ArrayBufferView>): Promise<Float32Array> {
   const buffers: Record<number, GPUBuffer> = {};
   for (const [i, data] of Object.entries(bindings)) {
-    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: STORAGE });
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
     device.queue.writeBuffer(b, 0, data as ArrayBufferView<ArrayBuffer>);
     buffers[Number(i)] = b;
   }
