@@ -147,3 +147,40 @@ export function encode(pass: GPUComputePassEncoder, dispatches: Dispatch[]): voi
     pass.dispatchWorkgroups(...d.workgroups);
   }
 }
+
+/**
+ * One dispatch of `table`'s `op` on fresh buffers holding `bindings`, recorded and encoded as the
+ * engine does; the bindings named in `read` come back, as many floats as each was given. For the
+ * levers' kernel checks, which hold one op at a time against another.
+ */
+export async function dispatchOnce(device: GPUDevice, table: KernelTable, op: Op, sizes: Sizes, bindings: Record<number, ArrayBufferView>, read: number[]): Promise<Record<number, Float32Array>> {
+  const buffers: Record<number, GPUBuffer> = {};
+  for (const [i, data] of Object.entries(bindings)) {
+    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
+    device.queue.writeBuffer(b, 0, data as ArrayBufferView<ArrayBuffer>);
+    buffers[Number(i)] = b;
+  }
+  const pipelines = new Pipelines(table);
+  await pipelines.compile(device, [op]);
+  const r = new Recorder(device, pipelines);
+  r.op(op, sizes, buffers);
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  encode(pass, r.finish(op));
+  pass.end();
+  const staging = read.map((i) => {
+    const s = device.createBuffer({ size: buffers[i].size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+    enc.copyBufferToBuffer(buffers[i], 0, s, 0, s.size);
+    return s;
+  });
+  device.queue.submit([enc.finish()]);
+  const got: Record<number, Float32Array> = {};
+  for (const [j, i] of read.entries()) {
+    await staging[j].mapAsync(GPUMapMode.READ);
+    got[i] = new Float32Array(staging[j].getMappedRange().slice(0, bindings[i].byteLength));
+    staging[j].unmap();
+  }
+  for (const b of [...Object.values(buffers), ...staging]) b.destroy();
+  r.destroy();
+  return got;
+}

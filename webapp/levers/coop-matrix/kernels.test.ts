@@ -12,7 +12,7 @@ import { gpu, noGpu } from "../../engine/test/dawn";
 import { f32, readJson } from "../../engine/test/fixtures";
 import { requestGpu } from "../../engine/gpu/device";
 import { ACCUMULATE, BIAS, F32_KERNELS, GRAD_A, GRAD_B, type Op, type Sizes } from "../../engine/gpu/kernels";
-import { Pipelines, Recorder, encode } from "../../engine/gpu/recorder";
+import { dispatchOnce } from "../../engine/gpu/recorder";
 import { leverFeatures, tableOn } from "../gpu";
 import { COOP_MATRIX } from "./lever";
 
@@ -27,43 +27,10 @@ const table = adapter ? tableOn(COOP_MATRIX, adapter, gpu.wgslLanguageFeatures) 
 const own = table ? requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX)) : null;
 const skip = noGpu ?? (!cases ? "TINYGPT_CONFORMANCE names no folder with kernels.json (tests/test_engine_node.py writes one)" : table ? false : `the adapter lacks ${leverFeatures(COOP_MATRIX).join(", ")} or a table for it`);
 
-/**
- * One dispatch of the table's `op` on `inputs`, recorded and encoded as the engine does (recorder.ts);
- * the bindings in `outputs` start as given (NaN where only a length) and are read back.
- */
-async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, outputs: Record<number, Float32Array | number>): Promise<Record<number, Float32Array>> {
-  const device = (await own!).device;
-  const storage = GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
-  const buffer = (data: Float32Array) => {
-    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: storage });
-    device.queue.writeBuffer(b, 0, data as Float32Array<ArrayBuffer>);
-    return b;
-  };
-  const bound: Record<number, GPUBuffer> = {};
-  for (const [i, data] of Object.entries(inputs)) bound[Number(i)] = buffer(data);
-  for (const [i, out] of Object.entries(outputs)) bound[Number(i)] = buffer(typeof out === "number" ? new Float32Array(out).fill(NaN) : out);
-  const pipelines = new Pipelines({ ...F32_KERNELS, ...table! });
-  await pipelines.compile(device, [op]);
-  const r = new Recorder(device, pipelines);
-  r.op(op, sizes, bound);
-  const enc = device.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  encode(pass, r.finish(op));
-  pass.end();
-  const reads = Object.entries(outputs).map(([i, out]) => {
-    const n = typeof out === "number" ? out : out.length;
-    const staging = device.createBuffer({ size: bound[Number(i)].size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-    enc.copyBufferToBuffer(bound[Number(i)], 0, staging, 0, staging.size);
-    return [Number(i), staging, n] as const;
-  });
-  device.queue.submit([enc.finish()]);
-  const got: Record<number, Float32Array> = {};
-  for (const [i, staging, n] of reads) {
-    await staging.mapAsync(GPUMapMode.READ, 0, n * 4);
-    got[i] = new Float32Array(staging.getMappedRange(0, n * 4).slice(0));
-    staging.unmap();
-  }
-  return got;
+/** One dispatch of the table's `op` (recorder.ts's dispatchOnce); `out` starts as given (NaN where only a length) and comes back. */
+async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, out: Float32Array | number): Promise<Float32Array> {
+  const c = typeof out === "number" ? new Float32Array(out).fill(NaN) : out;
+  return (await dispatchOnce((await own!).device, { ...F32_KERNELS, ...table! }, op, sizes, { ...inputs, 4: c }, [4]))[4];
 }
 
 /** max|out - ref| / max|ref|, as tests/test_kernels.py measures the plain kernels (a NaN fails). */
@@ -99,7 +66,7 @@ test("coop-matrix: every matmul of its table matches the reference, with bias an
       const B = (x: Float32Array) => (o === "nt" ? transpose(x, K, N) : x);
       const sizes = { M, N, K };
       const run = async (flags: number, ai: Float32Array, bi: Float32Array, out: Float32Array | number, splits = 1) =>
-        (await dispatch(op, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias }, { 4: out }))[4];
+        dispatch(op, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias }, out);
       const errors = [
         check(`${op} ${M}x${N}x${K}`, await run(0, a, b, M * N), ab),
         check(`${op} bias + accumulate`, await run(BIAS | ACCUMULATE, a, b, c0), Float32Array.from(ab, (x, i) => x + bias[i % N] + c0[i])),

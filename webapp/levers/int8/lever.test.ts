@@ -12,12 +12,13 @@ import { createGpuBackend, type GpuBackend } from "../../engine/gpu/backend";
 import { requestGpu } from "../../engine/gpu/device";
 import { blockWords } from "../../engine/gpu/int8";
 import { ACCUMULATE, BIAS, F32_KERNELS } from "../../engine/gpu/kernels";
+import { dispatchOnce } from "../../engine/gpu/recorder";
 import { defaultTrainConfig, initParams, tensorLayout } from "../../engine/model";
 import { quantizeRows } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
 import type { ModelConfig } from "../../engine/types";
 import { configureGates } from "../gate";
-import { CHECK_CASES, WGSL_FEATURE, chooseInt8, dispatch, gatedInt8, int8Kernels, int8KernelsAgree, int8LossAgrees, packBlocks } from "./lever";
+import { CHECK_CASES, NORMALISES, WGSL_FEATURE, chooseInt8, gatedInt8, int8Kernels, int8KernelsAgree, int8LossAgrees, packBlocks } from "./lever";
 
 const wgslHas = !noGpu && gpu.wgslLanguageFeatures.has(WGSL_FEATURE);
 const skip = noGpu ?? (wgslHas ? false : `the adapter lacks ${WGSL_FEATURE}`);
@@ -38,7 +39,7 @@ test("int8: every kernel matches CPU maths on the quantized operands", { skip },
   // fc_in's GELU is the plain kernel's store (matvec.wgsl), held to it by the gate's test below.
   const cases = CHECK_CASES.filter((c) => c.op !== "matvec_nn_ln_gelu");
   for (const { op, N, K, products, flags } of [...cases, { op: "matvec_nt" as const, N: 4, K: 4, products: 1, flags: BIAS }]) {
-    const ln = op.endsWith("_ln");
+    const ln = NORMALISES.has(op);
     const a = normal(K), bias = normal(products * N), c0 = normal(products * N), lnW = normal(K), lnB = normal(K);
     const weights = Array.from({ length: products }, () => normal(N * K));
     // The row each workgroup quantizes: a, or its LayerNorm (f64 here).
@@ -62,7 +63,7 @@ test("int8: every kernel matches CPU maths on the quantized operands", { skip },
     const stride = Math.ceil(blockWords(N, K) / 64) * 64;
     const bindings: Record<number, ArrayBufferView> = { 1: a, 3: bias, 4: c0, 5: packBlocks(weights, N, K, stride) };
     if (ln) Object.assign(bindings, { 6: lnW, 7: lnB });
-    const got = await dispatch(device, { ...F32_KERNELS, ...int8Kernels() }, op, { M: 1, N, K, flags, eps: 1e-5, products, b_stride: stride, bias_stride: N / 4, c_stride: N / 4 }, bindings);
+    const got = (await dispatchOnce(device, { ...F32_KERNELS, ...int8Kernels() }, op, { M: 1, N, K, flags, eps: 1e-5, products, b_stride: stride, bias_stride: N / 4, c_stride: N / 4 }, bindings, [4]))[4];
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
     for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= 1e-5 * scale, `${op} N ${N} K ${K}: output ${i} is ${got[i]}, CPU maths ${want[i]}`);
   }

@@ -13,8 +13,8 @@ import facts from "../../../tinygpt/facts.json";
 import { describeAdapter, type GpuContext, requestGpu } from "../../engine/gpu/device";
 import type { GpuBackend } from "../../engine/gpu/backend";
 import { blockWords } from "../../engine/gpu/int8";
-import { BIAS, ACCUMULATE, F32_KERNELS, type KernelTable, type Op, type Sizes } from "../../engine/gpu/kernels";
-import { Pipelines, Recorder, encode } from "../../engine/gpu/recorder";
+import { BIAS, ACCUMULATE, F32_KERNELS, type KernelTable, type Op } from "../../engine/gpu/kernels";
+import { dispatchOnce } from "../../engine/gpu/recorder";
 import { dequantizeRows, quantizeRows, transpose } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
 import { type GateErrors, type Outcome, type Verdict, browserVersion, describeErrors, gate, gateErrors, shaderHash, withinBudget, worst } from "../gate";
@@ -25,6 +25,8 @@ export const WGSL_FEATURE = "packed_4x8_integer_dot_product";
 /** The plain ops it replaces and its entry point for each: nn and nt read a channel along K alike. */
 const ENTRIES = { matvec_nn: "int8_nn", matvec_nt: "int8_nn", matvec_nn_ln: "int8_nn_ln", matvec_nt_ln: "int8_nn_ln", matvec_nn_ln_gelu: "int8_nn_ln_gelu" } as const;
 type Int8Op = keyof typeof ENTRIES;
+/** The ops that LayerNorm their row first (binding 7's bias, 6's weight) before they quantize it. */
+export const NORMALISES: ReadonlySet<Int8Op> = new Set(["matvec_nn_ln", "matvec_nt_ln", "matvec_nn_ln_gelu"]);
 
 /** The lever's table from its module (the tests pass one broken on purpose). */
 export function int8Kernels(source = matvecInt8): Partial<KernelTable> {
@@ -44,34 +46,6 @@ export const CHECK_CASES: { op: Int8Op; N: number; K: number; products: number; 
   { op: "matvec_nt_ln", N: 256, K: 384, products: 1, flags: 0 },
   { op: "matvec_nn_ln_gelu", N: 1536, K: 384, products: 1, flags: BIAS },
 ];
-
-/** One dispatch of `table`'s op on `bindings` (data written into fresh buffers); binding 4's result read back. */
-export async function dispatch(device: GPUDevice, table: KernelTable, op: Op, sizes: Sizes, bindings: Record<number, ArrayBufferView>): Promise<Float32Array> {
-  const buffers: Record<number, GPUBuffer> = {};
-  for (const [i, data] of Object.entries(bindings)) {
-    const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });
-    device.queue.writeBuffer(b, 0, data as ArrayBufferView<ArrayBuffer>);
-    buffers[Number(i)] = b;
-  }
-  const pipelines = new Pipelines(table);
-  await pipelines.compile(device, [op]);
-  const r = new Recorder(device, pipelines);
-  r.op(op, sizes, buffers);
-  const enc = device.createCommandEncoder();
-  const pass = enc.beginComputePass();
-  encode(pass, r.finish(op));
-  pass.end();
-  const out = buffers[4];
-  const staging = device.createBuffer({ size: out.size, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
-  enc.copyBufferToBuffer(out, 0, staging, 0, out.size);
-  device.queue.submit([enc.finish()]);
-  await staging.mapAsync(GPUMapMode.READ);
-  const got = new Float32Array(staging.getMappedRange().slice(0, bindings[4].byteLength));
-  staging.unmap();
-  for (const b of [...Object.values(buffers), staging]) b.destroy();
-  r.destroy();
-  return got;
-}
 
 /** `products` int8 blocks (gpu/int8.ts) of N channels of K, each `stride` words apart, from channel-major weights. */
 export function packBlocks(weights: Float32Array[], N: number, K: number, stride: number): Uint32Array {
@@ -104,12 +78,12 @@ export async function int8KernelsAgree(device: GPUDevice, kernels: Partial<Kerne
       plainW.set(op.startsWith("matvec_nn") ? transpose(deq, N, K) : deq, y * N * K);
     });
     const stride = Math.ceil(blockWords(N, K) / 4) * 4;
-    const ln = op.includes("_ln");
+    const ln = NORMALISES.has(op);
     const shared: Record<number, ArrayBufferView> = { 1: ln ? normal(K) : exact, 3: normal(products * N), 4: normal(products * N) };
     if (ln) Object.assign(shared, { 6: new Float32Array(K), 7: exact });
     const sizes = { M: 1, N, K, flags, eps: 1e-5, products, bias_stride: N / 4, c_stride: N / 4 };
-    const want = await dispatch(device, { ...F32_KERNELS }, op, { ...sizes, b_stride: (N * K) / 4 }, { ...shared, 2: plainW });
-    const got = await dispatch(device, { ...F32_KERNELS, ...kernels }, op, { ...sizes, b_stride: stride }, { ...shared, 5: packBlocks(channels, N, K, stride) });
+    const want = (await dispatchOnce(device, { ...F32_KERNELS }, op, { ...sizes, b_stride: (N * K) / 4 }, { ...shared, 2: plainW }, [4]))[4];
+    const got = (await dispatchOnce(device, { ...F32_KERNELS, ...kernels }, op, { ...sizes, b_stride: stride }, { ...shared, 5: packBlocks(channels, N, K, stride) }, [4]))[4];
     const errors = gateErrors(got, want);
     measured.push(errors);
     if (!failure && !withinBudget(errors)) failure = `its ${op} differs from the plain kernel's on the dequantized operands (N ${N}, K ${K}, ${products} products)`;
