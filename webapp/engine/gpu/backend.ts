@@ -461,8 +461,8 @@ export class GpuBackend implements Backend {
   }
 
   /**
-   * One decoding step after what prefill or decode cached (its dispatches and the token's draw),
-   * timed as profileStep times a training step; and `encodeMs`, what encoding a step's dispatches
+   * One decoding step after what prefill or decode cached (its dispatches and the token's draw, on
+   * the int8 weights where sampleInt8 is on), timed as profileStep times a training step; and `encodeMs`, what encoding a step's dispatches
    * costs the host, the mean over STEPS_PER_SUBMIT steps encoded as sampleTokens encodes them.
    */
   profileDecode(): Promise<StepProfile & { encodeMs: number }> {
@@ -471,7 +471,7 @@ export class GpuBackend implements Backend {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, Uint32Array.of(this.cached, 0, 0, 0, 0));
-      const step = [...this.decodePlan, ...this.samplePlan];
+      const step = [...(await this.decoding()), ...this.samplePlan];
       const start = performance.now();
       const enc = this.run(Array.from({ length: STEPS_PER_SUBMIT }, () => step).flat());
       const encodeMs = (performance.now() - start) / STEPS_PER_SUBMIT;

@@ -69,7 +69,7 @@ export class Pipelines {
         const key = `${entry}\0${JSON.stringify(constants)}\0${source}`;
         let pipeline = cache.get(key);
         if (!pipeline) {
-          pipeline = moduleFor(op).then((module) => device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint: entry, constants } }));
+          pipeline = moduleFor(op).then((module) => device.createComputePipelineAsync({ label: entry === op ? op : `${op} (${entry})`, layout: "auto", compute: { module, entryPoint: entry, constants } }));
           cache.set(key, pipeline);
           pipeline.catch(() => cache.delete(key));
         }

@@ -138,7 +138,12 @@ test("int8: decoding on int8 picks the f32 path's tokens at temperature 0, and i
     const outcome = await int8LossAgrees(b, heldOut, MODEL.block_size);
     assert.equal(outcome.failure, null, JSON.stringify(outcome.errors));
     assert.ok(outcome.errors["held-out loss"] > 0, "the int8 path computed something else than f32's");
+    // What sample.js --profile times is the decoding path sampling takes.
+    await b.prefill(prompt);
+    const int8Dispatches = async () => (await b.profileDecode()).dispatches.filter((d) => d.op.includes("(int8_")).length;
+    assert.ok((await int8Dispatches()) > 0, "the profile of an int8 decoding step names no int8 kernel");
     b.sampleInt8 = false;
+    assert.equal(await int8Dispatches(), 0, "the profile of an f32 decoding step names an int8 kernel");
     const lines: string[] = [];
     await chooseInt8(b, heldOut, MODEL.block_size, (l) => lines.push(l));
     assert.equal(b.sampleInt8, true);
