@@ -483,7 +483,7 @@ export class GpuBackend implements Backend {
 
   /** Each dispatch of `plan` in a compute pass of its own, with its time (profileStep says how). */
   private async timePlan(plan: Dispatch[]): Promise<StepProfile> {
-    const row = (d: Dispatch, ms: number) => ({ op: d.pipeline.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
+    const row = (d: Dispatch, ms: number) => ({ op: d.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
     const queries = 2 * plan.length;
     if (this.gpu.features.has("timestamp-query") && queries <= MAX_QUERIES) {
       const set = this.gpu.createQuerySet({ type: "timestamp", count: queries });

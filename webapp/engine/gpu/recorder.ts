@@ -8,6 +8,8 @@ import type { Kernel, KernelTable, Op, Sizes, Workgroups } from "./kernels";
 export type Binding = GPUBuffer | GPUBufferBinding;
 
 export interface Dispatch {
+  /** Its op, and the entry point that runs it where a lever's differs: "matvec_nn (int8_nn)". */
+  label: string;
   pipeline: GPUComputePipeline;
   bindGroup: GPUBindGroup;
   workgroups: Workgroups;
@@ -69,7 +71,7 @@ export class Pipelines {
         const key = `${entry}\0${JSON.stringify(constants)}\0${source}`;
         let pipeline = cache.get(key);
         if (!pipeline) {
-          pipeline = moduleFor(op).then((module) => device.createComputePipelineAsync({ label: entry === op ? op : `${op} (${entry})`, layout: "auto", compute: { module, entryPoint: entry, constants } }));
+          pipeline = moduleFor(op).then((module) => device.createComputePipelineAsync({ label: op, layout: "auto", compute: { module, entryPoint: entry, constants } }));
           cache.set(key, pipeline);
           pipeline.catch(() => cache.delete(key));
         }
@@ -122,7 +124,8 @@ export class Recorder {
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: uniforms, offset: d.slot * this.slotBytes, size: this.blobs[d.slot].byteLength } }];
       for (const [binding, b] of Object.entries(d.bindings)) entries.push({ binding: Number(binding), resource: "buffer" in b ? b : { buffer: b } });
       const bindGroup = this.device.createBindGroup({ label: `${label} ${d.op}`, layout: pipeline.getBindGroupLayout(0), entries });
-      return { pipeline, bindGroup, workgroups: d.workgroups };
+      const { entry } = this.pipelines.kernels[d.op];
+      return { label: entry === d.op ? d.op : `${d.op} (${entry})`, pipeline, bindGroup, workgroups: d.workgroups };
     });
   }
 
