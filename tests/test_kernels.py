@@ -357,9 +357,11 @@ def test_attention(rng, B, T, C, H):
 
 # ---------------------------------------------------------------------------- decode
 
-# (pos, T, C, n_head): the first position, inside one chunk of 128 keys, its last key (127), the
-# first of the next (128) and past it; heads as in ATTN_SHAPES; then every preset's last position.
+# (pos, T, C, n_head): the first position, inside one chunk of 256 keys, its last key (255), the
+# first of the next (256) and past it; heads as in ATTN_SHAPES, and heads that leave invocations of
+# a workgroup without a column (256 / D groups of D: D 5, 80, 96, 99); then every preset's last position.
 DECODE_SHAPES = [(0, 4, 8, 2), (6, 7, 15, 3), (127, 130, 99, 1), (128, 130, 2 * MAX_HEAD_DIM, 2), (200, 256, 160, 2)]
+DECODE_SHAPES += [(255, 258, 2 * MAX_HEAD_DIM, 2), (256, 258, 96, 1), (300, 320, 192, 2)]
 DECODE_SHAPES += [(p["block_size"] - 1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS]
 
 
