@@ -95,7 +95,8 @@ async function main(): Promise<void> {
   }
   if (!args.quiet) process.stdout.write("\n");
   const median = [...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)];
-  log(`sample: ${out.length} bytes, ${median.toFixed(0)} tokens/s${repeat > 1 ? ` (median of ${repeat}: ${rates.map((r) => r.toFixed(0)).join(", ")})` : ""}`);
+  const refresh = trainer.backend instanceof GpuBackend && trainer.backend.sampleInt8 ? `; making the int8 copy of the weights took ${trainer.backend.int8RefreshMs.toFixed(1)} ms` : "";
+  log(`sample: ${out.length} bytes, ${median.toFixed(0)} tokens/s${repeat > 1 ? ` (median of ${repeat}: ${rates.map((r) => r.toFixed(0)).join(", ")})` : ""}${refresh}`);
   let profile;
   if (args.profile && trainer.backend instanceof GpuBackend) {
     const half = Math.floor(trainer.model.block_size / 2);

@@ -20,7 +20,7 @@
 
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
-import { F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
+import { type AnyOp, F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
 import { defaultTrainConfig, initParams, tensorLayout } from "../engine/model";
 import { Rng } from "../engine/rng";
 import facts from "../../tinygpt/facts.json";
@@ -96,7 +96,7 @@ const CURVE = `${facts.gate.check_steps}-step loss`;
  * do on this adapter (failure null), else why not, with the worst errors measured.
  */
 export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelTable>, features: GPUFeatureName[] = [], shapes = GATE_SHAPES): Promise<Outcome> {
-  const unexercised = new Set(Object.keys(kernels) as Op[]);
+  const unexercised = new Set(Object.keys(kernels) as AnyOp[]);
   const measured: GateErrors[] = [];
   let failure: string | null = null;
   // One device for both sides: the plain kernels compile once, the variants only what they replace.

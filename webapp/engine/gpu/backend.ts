@@ -10,8 +10,8 @@ import { floatToHalf } from "../f16";
 import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
 import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
-import { F32_KERNELS, MAX_HEAD_DIM, type KernelTable, type Op } from "./kernels";
-import { type Int8Layout, int8Layout, packInt8 } from "./int8";
+import { type AnyOp, F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
+import { type Int8Layout, int8Layout, recordInt8Copy } from "./int8";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
@@ -78,8 +78,9 @@ export interface GpuBackendOptions {
   /** The ids of the levers whose tables `kernels` holds (Backend.paths). */
   levers?: string[];
   /**
-   * The int8 sampling lever's matvec kernels (levers/int8), which give the backend a second
-   * decoding path over an int8 copy of the weights, off until `sampleInt8` is set.
+   * The int8 sampling lever's kernels (levers/int8): matvec products, which give the backend a
+   * second decoding path over an int8 copy of the weights, off until `sampleInt8` is set, and the
+   * ops that make that copy from the parameters.
    */
   int8?: Partial<KernelTable>;
   /**
@@ -135,6 +136,8 @@ export class GpuBackend implements Backend {
   private logitsPlan: Dispatch[] = [];
   private decodePlan: Dispatch[] = [];
   private int8Plan: Dispatch[] = [];
+  /** Makes the int8 copy of the weights from the parameters (int8.ts recordInt8Copy). */
+  private int8CopyPlan: Dispatch[] = [];
   private readonly int8: { buffer: GPUBuffer; layout: Int8Layout } | null = null;
   /** Whether the int8 copy predates the parameters (a trainStep or setState since it was made). */
   private int8Stale = true;
@@ -142,7 +145,7 @@ export class GpuBackend implements Backend {
   paramsVersion = 0;
   /** Decode on the int8 weights (the int8 lever's decode plan); settable only where `hasInt8`, and off again once the parameters change. */
   sampleInt8 = false;
-  /** Milliseconds the last refresh of the int8 copy took (read back, quantize, write). */
+  /** Milliseconds the last refresh of the int8 copy took on the GPU (its submission to the queue's completion of it). */
   int8RefreshMs = 0;
   /** Tokens the sampling graph's k and v hold for decode (0: none since the parameters changed). */
   private cached = 0;
@@ -154,7 +157,7 @@ export class GpuBackend implements Backend {
   /** Resolves once every pipeline the plans use is compiled and the plans are built. */
   readonly ready: Promise<void>;
   /** Every op its plans dispatch (a lever's gate checks that it ran the ops it replaces). */
-  readonly ops: ReadonlySet<Op>;
+  readonly ops: ReadonlySet<AnyOp>;
   private readonly adam: Recorder;
   private readonly adamSlots: [number, number];
   private readonly adamSizes: Record<string, number>[];
@@ -176,7 +179,7 @@ export class GpuBackend implements Backend {
     this.extra.push(...buffers);
     if (int8Pipelines) {
       const layout = int8Layout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
-      const buffer = this.gpu.createBuffer({ label: "int8 weights", size: Math.max(16, layout.words * 4), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+      const buffer = this.gpu.createBuffer({ label: "int8 weights", size: Math.max(16, layout.words * 4), usage: GPUBufferUsage.STORAGE });
       this.extra.push(buffer);
       this.int8 = { buffer, layout };
       bufs.int8 = this.int8;
@@ -220,8 +223,11 @@ export class GpuBackend implements Backend {
     this.ops = new Set(this.recorders.flatMap((r) => r.ops));
     const int8 = int8Pipelines && this.recorder(int8Pipelines);
     if (int8) this.sampleGraph.decode(int8);
-    this.ready = Promise.all([pipelines.compile(this.gpu, this.ops), int8Pipelines?.compile(this.gpu, int8!.ops)]).then(() => {
+    const int8Copy = int8Pipelines && this.recorder(int8Pipelines);
+    if (int8Copy) recordInt8Copy(int8Copy, this.int8!, this.layout, this.bufs.params);
+    this.ready = Promise.all([pipelines.compile(this.gpu, this.ops), int8Pipelines?.compile(this.gpu, [...int8!.ops, ...int8Copy!.ops])]).then(() => {
       if (int8) this.int8Plan = int8.finish("int8 decode");
+      if (int8Copy) this.int8CopyPlan = int8Copy.finish("int8 copy");
       this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
       this.lossPlan = loss.finish("loss");
       this.logitsPlan = logits.finish("prefill");
@@ -240,16 +246,21 @@ export class GpuBackend implements Backend {
     return this.int8 !== null;
   }
 
-  /** The decoding plan: on the int8 weights, refreshed first where the parameters changed, or the f32 one. Call within serial(). */
+  /**
+   * The decoding plan: on the int8 weights, refreshed first where the parameters changed (on the
+   * GPU, from the parameters there: nothing is read back), or the f32 one. Call within serial().
+   */
   private async decoding(): Promise<Dispatch[]> {
     if (!this.sampleInt8) return this.decodePlan;
     if (!this.int8) throw new Error("this backend has no int8 decoding path");
     if (this.int8Stale) {
+      await this.gpu.queue.onSubmittedWorkDone(); // the time below is then the copy's alone
       const t0 = performance.now();
-      const params = await this.submitAndRead(this.gpu.createCommandEncoder(), this.bufs.params, 0, this.layout.total * 4);
-      this.gpu.queue.writeBuffer(this.int8.buffer, 0, packInt8(this.int8.layout, this.layout, params));
+      this.gpu.queue.submit([this.run(this.int8CopyPlan).finish()]);
       this.int8Stale = false;
+      await this.gpu.queue.onSubmittedWorkDone();
       this.int8RefreshMs = performance.now() - t0;
+      this.watch.check();
     }
     return this.int8Plan;
   }

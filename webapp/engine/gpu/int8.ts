@@ -4,11 +4,15 @@
 // channel scales (N f32 bits), then the N channels' K int8 values, 4 to a word (pack4xI8 order:
 // element k in byte k % 4). A [K, N] weight (y = x·W) is transposed first, so that both of
 // matvec's orientations read a channel's weights along K. q, k and v lie one after another at
-// equal strides, so that one dispatch runs all three (graph.ts).
+// equal strides, so that one dispatch runs all three (graph.ts). The GPU makes the copy from the
+// f32 parameters whenever they changed (recordInt8Copy: one dispatch per weight of the int8
+// lever's int8_quantize_nn or _nt, shaders/levers/int8/matvec.wgsl); packInt8 is the same copy
+// made on the CPU, the tests' reference.
 
 import { quantizeRows, transpose } from "../quantize";
 import type { ModelConfig } from "../types";
 import type { GpuLayout } from "./layout";
+import type { Recorder } from "./recorder";
 
 export interface Int8Block {
   /** Offset of the block in words (u32) of the int8 buffer. */
@@ -53,7 +57,7 @@ export function int8Layout(model: ModelConfig, alignBytes: number): Int8Layout {
   return { blocks, words: at };
 }
 
-/** The int8 buffer's words for the parameters `params` (in the GPU layout `layout`). */
+/** The int8 buffer's words for the parameters `params` (in the GPU layout `layout`), made on the CPU: recordInt8Copy's reference. */
 export function packInt8(int8: Int8Layout, layout: GpuLayout, params: Float32Array): Uint32Array<ArrayBuffer> {
   const words = new Uint32Array(int8.words);
   const bytes = new Int8Array(words.buffer);
@@ -78,4 +82,17 @@ export function int8Span(buffer: GPUBuffer, int8: Int8Layout, names: string[]): 
   const [first, second, last] = [names[0], names[1], names[names.length - 1]].map((n) => int8.blocks.get(n)!);
   const stride = second.offset - first.offset;
   return { binding: { buffer, offset: first.offset * 4, size: (last.offset - first.offset + blockWords(last.N, last.K)) * 4 }, stride };
+}
+
+/**
+ * Records the making of the int8 copy `int8` from the f32 parameters `params` (in the GPU layout
+ * `layout`) into `r`, whose table holds the int8 lever's kernels: one dispatch per weight, each
+ * workgroup quantizing one channel straight from the weight's f32 slice into its block.
+ */
+export function recordInt8Copy(r: Recorder, int8: { buffer: GPUBuffer; layout: Int8Layout }, layout: GpuLayout, params: GPUBuffer): void {
+  for (const [name, { N, K, transposed }] of int8.layout.blocks) {
+    const t = layout.byName.get(name)!;
+    const sizes = { M: 1, N, K, flags: 0, eps: 0, b_stride: 0, bias_stride: 0, c_stride: 0 };
+    r.op(transposed ? "int8_quantize_nn" : "int8_quantize_nt", sizes, { 2: { buffer: params, offset: t.gpuOffset * 4, size: t.size * 4 }, 5: int8Binding(int8.buffer, int8.layout, name) });
+  }
 }

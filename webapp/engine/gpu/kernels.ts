@@ -136,8 +136,26 @@ export const F32_KERNELS = {
   adamw: kernel("optimizer", "adamw", (s) => elementwise(s.n)),
 } satisfies Record<string, Kernel>;
 
+/** The ops the plain path runs: a lever's table replaces some of them. */
 export type Op = keyof typeof F32_KERNELS;
-export type KernelTable = Record<Op, Kernel>;
+/**
+ * Ops no plain kernel runs, so no lever replaces them: a lever's table adds them. The int8 lever's
+ * making of its weight copy from the f32 parameters (levers/int8; a [K, N] weight, nn, or [N, K], nt).
+ */
+export interface AddedKernels {
+  int8_quantize_nn?: Kernel;
+  int8_quantize_nt?: Kernel;
+}
+/** Any op a table can hold: what recorders record and pipelines compile. */
+export type AnyOp = Op | keyof AddedKernels;
+export type KernelTable = Record<Op, Kernel> & AddedKernels;
+
+/** The table's kernel for `op`, which an added op's lever must have put there. */
+export function kernelFor(table: KernelTable, op: AnyOp): Kernel {
+  const kernel = table[op];
+  if (!kernel) throw new Error(`the kernel table has no ${op}: only its lever's table adds it`);
+  return kernel;
+}
 
 /**
  * The matmul kernel for a shape: the vec4 kernels when the contiguous

@@ -3,7 +3,7 @@
 // live in one uniform buffer; slots that change per step (AdamW's lr and bias
 // corrections) are rewritten with queue.writeBuffer before each submit.
 
-import type { Kernel, KernelTable, Op, Sizes, Workgroups } from "./kernels";
+import { type AnyOp, type Kernel, type KernelTable, type Sizes, type Workgroups, kernelFor } from "./kernels";
 
 export type Binding = GPUBuffer | GPUBufferBinding;
 
@@ -16,13 +16,13 @@ export interface Dispatch {
 }
 
 interface Pending {
-  op: Op;
+  op: AnyOp;
   slot: number;
   bindings: Record<number, Binding>;
   workgroups: Workgroups;
 }
 
-export function packParams(op: Op, kernel: Kernel, sizes: Sizes): ArrayBuffer {
+export function packParams(op: AnyOp, kernel: Kernel, sizes: Sizes): ArrayBuffer {
   const buf = new ArrayBuffer(Math.ceil((kernel.params.length * 4) / 16) * 16);
   const view = new DataView(buf);
   kernel.params.forEach((f, i) => {
@@ -42,16 +42,16 @@ const compiled = new WeakMap<GPUDevice, Map<string, Promise<GPUComputePipeline>>
 
 /** Compiled pipelines of the ops a backend uses, built from a kernel table. */
 export class Pipelines {
-  private readonly byOp = new Map<Op, GPUComputePipeline>();
+  private readonly byOp = new Map<AnyOp, GPUComputePipeline>();
 
   constructor(readonly kernels: KernelTable) {}
 
-  async compile(device: GPUDevice, ops: Iterable<Op>): Promise<void> {
+  async compile(device: GPUDevice, ops: Iterable<AnyOp>): Promise<void> {
     let cache = compiled.get(device);
     if (!cache) compiled.set(device, (cache = new Map()));
     const modules = new Map<string, Promise<GPUShaderModule>>();
-    const moduleFor = (op: Op) => {
-      const source = this.kernels[op].source;
+    const moduleFor = (op: AnyOp) => {
+      const source = kernelFor(this.kernels, op).source;
       let module = modules.get(source);
       if (!module) {
         const m = device.createShaderModule({ code: source, label: op });
@@ -67,7 +67,7 @@ export class Pipelines {
     const todo = [...new Set(ops)].filter((op) => !this.byOp.has(op));
     await Promise.all(
       todo.map(async (op) => {
-        const { source, entry, constants } = this.kernels[op];
+        const { source, entry, constants } = kernelFor(this.kernels, op);
         const key = `${entry}\0${JSON.stringify(constants)}\0${source}`;
         let pipeline = cache.get(key);
         if (!pipeline) {
@@ -80,7 +80,7 @@ export class Pipelines {
     );
   }
 
-  get(op: Op): GPUComputePipeline {
+  get(op: AnyOp): GPUComputePipeline {
     const p = this.byOp.get(op);
     if (!p) throw new Error(`pipeline ${op} was not compiled`);
     return p;
@@ -98,10 +98,10 @@ export class Recorder {
   }
 
   /** Adds one dispatch; returns its params slot (for `rewrite`). */
-  op(op: Op, sizes: Sizes, bindings: Record<number, Binding>): number {
+  op(op: AnyOp, sizes: Sizes, bindings: Record<number, Binding>): number {
     const slot = this.blobs.length;
-    this.blobs.push(packParams(op, this.pipelines.kernels[op], sizes));
-    this.pending.push({ op, slot, bindings, workgroups: this.pipelines.kernels[op].workgroups(sizes) });
+    this.blobs.push(packParams(op, kernelFor(this.pipelines.kernels, op), sizes));
+    this.pending.push({ op, slot, bindings, workgroups: kernelFor(this.pipelines.kernels, op).workgroups(sizes) });
     return slot;
   }
 
@@ -110,7 +110,7 @@ export class Recorder {
     return this.pipelines.kernels;
   }
 
-  get ops(): Op[] {
+  get ops(): AnyOp[] {
     return this.pending.map((d) => d.op);
   }
 
@@ -124,7 +124,7 @@ export class Recorder {
       const entries: GPUBindGroupEntry[] = [{ binding: 0, resource: { buffer: uniforms, offset: d.slot * this.slotBytes, size: this.blobs[d.slot].byteLength } }];
       for (const [binding, b] of Object.entries(d.bindings)) entries.push({ binding: Number(binding), resource: "buffer" in b ? b : { buffer: b } });
       const bindGroup = this.device.createBindGroup({ label: `${label} ${d.op}`, layout: pipeline.getBindGroupLayout(0), entries });
-      const { entry } = this.pipelines.kernels[d.op];
+      const { entry } = kernelFor(this.pipelines.kernels, d.op);
       return { label: entry === d.op ? d.op : `${d.op} (${entry})`, pipeline, bindGroup, workgroups: d.workgroups };
     });
   }
@@ -134,8 +134,8 @@ export class Recorder {
     return this.uniforms?.size ?? 0;
   }
 
-  rewrite(slot: number, op: Op, sizes: Sizes): void {
-    this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, this.pipelines.kernels[op], sizes));
+  rewrite(slot: number, op: AnyOp, sizes: Sizes): void {
+    this.device.queue.writeBuffer(this.uniforms!, slot * this.slotBytes, packParams(op, kernelFor(this.pipelines.kernels, op), sizes));
   }
 
   destroy(): void {
@@ -156,7 +156,7 @@ export function encode(pass: GPUComputePassEncoder, dispatches: Dispatch[]): voi
  * engine does; the bindings named in `read` come back, as many floats as each was given. For the
  * levers' kernel checks, which hold one op at a time against another.
  */
-export async function dispatchOnce(device: GPUDevice, table: KernelTable, op: Op, sizes: Sizes, bindings: Record<number, ArrayBufferView>, read: number[]): Promise<Record<number, Float32Array>> {
+export async function dispatchOnce(device: GPUDevice, table: KernelTable, op: AnyOp, sizes: Sizes, bindings: Record<number, ArrayBufferView>, read: number[]): Promise<Record<number, Float32Array>> {
   const buffers: Record<number, GPUBuffer> = {};
   for (const [i, data] of Object.entries(bindings)) {
     const b = device.createBuffer({ size: Math.max(16, Math.ceil(data.byteLength / 16) * 16), usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST });

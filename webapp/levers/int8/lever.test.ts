@@ -1,6 +1,7 @@
 // The int8 sampling lever on Dawn (SwiftShader here, whose WGSL has dot4I8Packed): its kernels
 // against CPU maths on the quantized operands (engine/quantize.ts), awkward sizes and a real
-// LayerNorm included; its kernel gate passing, and refusing a kernel broken on purpose; the int8
+// LayerNorm included; the int8 copy of a seeded model's weights made on the GPU against the
+// CPU's (packInt8), zero channels included, and refusing a copy that truncates; its kernel gate passing, and refusing a kernel broken on purpose; the int8
 // decoding path choosing the f32 path's tokens at temperature 0 on a seeded model, wherever they
 // stand clear of the runner-up; the held-out
 // loss check passing there, and leaving sampling on f32 where it fails (a forced gate failure, a
@@ -10,9 +11,10 @@ import { test } from "node:test";
 import { gpu, noGpu } from "../../engine/test/dawn";
 import { createGpuBackend, type GpuBackend } from "../../engine/gpu/backend";
 import { requestGpu } from "../../engine/gpu/device";
-import { blockWords } from "../../engine/gpu/int8";
-import { ACCUMULATE, BIAS, F32_KERNELS } from "../../engine/gpu/kernels";
-import { dispatchOnce } from "../../engine/gpu/recorder";
+import { blockWords, int8Layout, packInt8, recordInt8Copy } from "../../engine/gpu/int8";
+import { ACCUMULATE, BIAS, F32_KERNELS, type KernelTable } from "../../engine/gpu/kernels";
+import { gpuLayout, toGpuOrder } from "../../engine/gpu/layout";
+import { Pipelines, Recorder, dispatchOnce, encode } from "../../engine/gpu/recorder";
 import { defaultTrainConfig, initParams, tensorLayout } from "../../engine/model";
 import { quantizeRows } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
@@ -67,6 +69,82 @@ test("int8: every kernel matches CPU maths on the quantized operands", { skip },
     const scale = want.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
     for (let i = 0; i < want.length; i++) assert.ok(Math.abs(got[i] - want[i]) <= 1e-5 * scale, `${op} N ${N} K ${K}: output ${i} is ${got[i]}, CPU maths ${want[i]}`);
   }
+});
+
+// n_embd 260: fc_out's channels are 1040 long, more words (260) than a workgroup has invocations.
+const COPY_MODEL: ModelConfig = { vocab_size: 256, n_layer: 2, n_embd: 260, n_head: 4, block_size: 8 };
+
+/**
+ * Where the int8 copy the kernels of `table` make on the GPU (recordInt8Copy, as the backend
+ * records it) of a seeded COPY_MODEL differs from packInt8's on the CPU by more than the GPU's
+ * division allows: a scale by more than 2 ulps, a value by more than one, or by one where x·127/max
+ * lies further than 1e-6 (relative) from a .5 (WGSL's 127 / max need not be rounded exactly). fc_in's
+ * channel 5 of block 1 (nn) and the head's row 7 (nt) are zeros. Also how many values sat on such a boundary.
+ */
+async function copyMismatches(table: Partial<KernelTable>): Promise<{ mismatches: string[]; boundary: number; zeros: number }> {
+  const device = context!.device;
+  const align = device.limits.minStorageBufferOffsetAlignment;
+  const layout = gpuLayout(COPY_MODEL, align);
+  const int8 = int8Layout(COPY_MODEL, align);
+  const params = toGpuOrder(layout, initParams(COPY_MODEL, 20261203));
+  const fcIn = layout.byName.get("blocks.1.mlp.fc_in.weight")!;
+  for (let k = 0; k < COPY_MODEL.n_embd; k++) params[fcIn.gpuOffset + k * 4 * COPY_MODEL.n_embd + 5] = 0;
+  const head = layout.byName.get("token_embedding.weight")!;
+  params.fill(0, head.gpuOffset + 7 * COPY_MODEL.n_embd, head.gpuOffset + 8 * COPY_MODEL.n_embd);
+
+  const paramBuf = device.createBuffer({ size: params.byteLength, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST });
+  device.queue.writeBuffer(paramBuf, 0, params);
+  const buffer = device.createBuffer({ size: int8.words * 4, usage: GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC });
+  const staging = device.createBuffer({ size: int8.words * 4, usage: GPUBufferUsage.MAP_READ | GPUBufferUsage.COPY_DST });
+  const pipelines = new Pipelines({ ...F32_KERNELS, ...table });
+  const r = new Recorder(device, pipelines);
+  recordInt8Copy(r, { buffer, layout: int8 }, layout, paramBuf);
+  await pipelines.compile(device, r.ops);
+  const enc = device.createCommandEncoder();
+  const pass = enc.beginComputePass();
+  encode(pass, r.finish("int8 copy"));
+  pass.end();
+  enc.copyBufferToBuffer(buffer, 0, staging, 0, int8.words * 4);
+  device.queue.submit([enc.finish()]);
+  await staging.mapAsync(GPUMapMode.READ);
+  const gpuWords = new Uint32Array(staging.getMappedRange().slice(0));
+  for (const b of [paramBuf, buffer, staging]) b.destroy();
+  r.destroy();
+
+  const cpuWords = packInt8(int8, layout, params);
+  const [gpuScales, cpuScales] = [gpuWords, cpuWords].map((w) => new Float32Array(w.buffer));
+  const [gpuQ, cpuQ] = [gpuWords, cpuWords].map((w) => new Int8Array(w.buffer));
+  const mismatches: string[] = [];
+  let boundary = 0, zeros = 0;
+  for (const [name, { offset, N, K, transposed }] of int8.blocks) {
+    const w = params.subarray(layout.byName.get(name)!.gpuOffset);
+    const x = (n: number, k: number) => (transposed ? w[k * N + n] : w[n * K + k]);
+    for (let n = 0; n < N; n++) {
+      const [got, want] = [gpuScales[offset + n], cpuScales[offset + n]];
+      if (want === 0) zeros++;
+      const ulp = want === 0 ? 0 : 2 ** (Math.floor(Math.log2(want)) - 23);
+      if (!(Math.abs(got - want) <= 2 * ulp)) mismatches.push(`${name} channel ${n}: scale ${got}, CPU ${want}`);
+      let max = 0;
+      for (let k = 0; k < K; k++) max = Math.max(max, Math.abs(x(n, k)));
+      for (let k = 0; k < K; k++) {
+        const i = (offset + N) * 4 + n * K + k;
+        if (gpuQ[i] === cpuQ[i]) continue;
+        const t = Math.abs((x(n, k) * 127) / max);
+        const nearHalf = Math.abs((t % 1) - 0.5) <= 1e-6 * Math.max(1, t);
+        if (Math.abs(gpuQ[i] - cpuQ[i]) === 1 && nearHalf) boundary++;
+        else mismatches.push(`${name} channel ${n}, k ${k}: q ${gpuQ[i]}, CPU ${cpuQ[i]} (x·127/max ${t})`);
+      }
+    }
+  }
+  return { mismatches, boundary, zeros };
+}
+
+test("int8: the GPU makes packInt8's copy of the weights, and a copy that truncates is caught", { skip }, async () => {
+  const good = await copyMismatches(int8Kernels());
+  assert.deepEqual(good.mismatches.slice(0, 5), [], `${good.mismatches.length} values differ`);
+  assert.equal(good.zeros, 2, "the zero channels were not zero on the CPU: the check of them proves nothing");
+  const truncating = await copyMismatches(int8Kernels(mutate(SOURCE, "vec4<i32>(round(x * inv))", "vec4<i32>(x * inv)")));
+  assert.ok(truncating.mismatches.length > 1000, `a copy rounding toward zero differs in only ${truncating.mismatches.length} values`);
 });
 
 test("int8: the kernel gate passes the lever and refuses a kernel that scales by the wrong channel", { skip }, async () => {

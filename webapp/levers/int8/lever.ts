@@ -1,11 +1,12 @@
 // The int8 sampling lever (facts.levers "int8"): a decoding step's products (matvec.wgsl's four
 // entry points) over an int8 copy of the weights, quantized per output channel, with each input
 // row quantized per row, summed by dot4I8Packed (shaders/levers/int8/matvec.wgsl), on every GPU
-// whose WGSL has packed_4x8_integer_dot_product. Two checks stand between it and the text:
+// whose WGSL has packed_4x8_integer_dot_product. The copy is made on the GPU by two ops of its own
+// (int8_quantize_nn, _nt: engine/gpu/int8.ts recordInt8Copy). Two checks stand between it and the text:
 // - its kernels, once per adapter, browser and shader (gate.ts remembers the verdict): each op on
 //   awkward shapes against the plain f32 kernel on the dequantized operands, within facts.gate;
 // - the quantized model, whenever the weights change before sampling: the mean cross-entropy of
-//   held-out text, teacher-forced through the int8 decoding path and the f32 one, within
+//   held-out text, teacher-forced through the int8 decoding path (on the copy its ops made) and the f32 one, within
 //   facts.gate.int8_loss_rel_tolerance. Where either fails, sampling stays on f32.
 
 import matvecInt8 from "../../../.cache/wgsl/levers/int8/matvec.wgsl";
@@ -13,7 +14,7 @@ import facts from "../../../tinygpt/facts.json";
 import { describeAdapter, type GpuContext, requestGpu } from "../../engine/gpu/device";
 import type { GpuBackend } from "../../engine/gpu/backend";
 import { blockWords } from "../../engine/gpu/int8";
-import { BIAS, ACCUMULATE, F32_KERNELS, type KernelTable, type Op } from "../../engine/gpu/kernels";
+import { BIAS, ACCUMULATE, F32_KERNELS, type AddedKernels, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
 import { dispatchOnce } from "../../engine/gpu/recorder";
 import { dequantizeRows, quantizeRows, transpose } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
@@ -28,9 +29,14 @@ type Int8Op = keyof typeof ENTRIES;
 /** The ops that LayerNorm their row first (binding 7's bias, 6's weight) before they quantize it. */
 export const NORMALISES: ReadonlySet<Int8Op> = new Set(["matvec_nn_ln", "matvec_nt_ln", "matvec_nn_ln_gelu"]);
 
+/** The ops it adds, which make the int8 copy of a weight, [K, N] (nn) or [N, K] (nt): a workgroup per 64 channels (its CHANNELS_Q). */
+const QUANTIZE = ["int8_quantize_nn", "int8_quantize_nt"] as const satisfies (keyof AddedKernels)[];
+
 /** The lever's table from its module (the tests pass one broken on purpose). */
 export function int8Kernels(source = matvecInt8): Partial<KernelTable> {
-  return Object.fromEntries(Object.entries(ENTRIES).map(([op, entry]) => [op, { ...F32_KERNELS[op as Int8Op], source, entry, weightsInt8: true }]));
+  const products = Object.entries(ENTRIES).map(([op, entry]) => [op, { ...F32_KERNELS[op as Int8Op], source, entry, weightsInt8: true }]);
+  const quantize = QUANTIZE.map((op) => [op, { ...F32_KERNELS.matvec_nn, source, entry: op, workgroups: (s: Sizes): Workgroups => [Math.ceil(s.N / 64), 1, 1] }]);
+  return Object.fromEntries([...products, ...quantize]);
 }
 
 /**
@@ -98,7 +104,7 @@ export const int8On = (wgsl: ReadonlySet<string>): Partial<KernelTable> | null =
 export async function gatedInt8(on: { gpu: GPU } | { context: GpuContext }, adapter: GPUAdapter, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<{ verdict: Verdict; kernels: Partial<KernelTable> | null } | null> {
   const kernels = int8On(wgsl);
   if (!kernels) return null;
-  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
+  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
   const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
   const verdict = await gate(ID, key, async () => {
     const context = "context" in on ? on.context : await requestGpu(on.gpu);
