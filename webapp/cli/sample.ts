@@ -10,8 +10,9 @@
 // on the GPU), --full-window (every byte re-runs the whole window, and is chosen on the CPU: the
 // path before the KV cache; both kept to measure the gain), --repeat N (sample N times
 // after one untimed warm-up, the same seed each time, for a median on a noisy machine),
-// --stats path.json (tokens/s and the path: for bench/bench_sample.py), --profile (then one decoding
-// step half a window in, dispatch by dispatch, and what encoding it costs the host), --quiet (no
+// --stats path.json (tokens/s and the path: for bench/bench_sample.py), --profile (then the time a
+// prefill of half a window takes, and one decoding step half a window in, dispatch by dispatch, and
+// what encoding it costs the host), --quiet (no
 // text on stdout); --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
 
 import { readFileSync, writeFileSync } from "node:fs";
@@ -100,12 +101,24 @@ async function main(): Promise<void> {
   let profile;
   if (args.profile && trainer.backend instanceof GpuBackend) {
     const half = Math.floor(trainer.model.block_size / 2);
-    await trainer.backend.prefill(Int32Array.from({ length: half }, (_, i) => out[i % out.length] ?? 10));
+    const window = Int32Array.from({ length: half }, (_, i) => out[i % out.length] ?? 10);
+    // A prefill of half a window (about what a slide of the window costs, engine/sample.ts), the median of 5 after a warm-up one, logits back on the host.
+    const prefills: number[] = [];
+    for (let i = -1; i < 5; i++) {
+      const t0 = performance.now();
+      await trainer.backend.prefill(window);
+      if (i >= 0) prefills.push(performance.now() - t0);
+    }
+    const prefillMs = prefills.sort((a, b) => a - b)[2];
+    const prefill = await trainer.backend.profilePrefill(window);
+    const sum = (ds: typeof prefill.dispatches) => ds.reduce((a, d) => a + d.ms, 0);
+    const matmuls = sum(prefill.dispatches.filter((d) => d.op.startsWith("matmul")));
+    log(`profile: prefilling ${half} tokens takes ${prefillMs.toFixed(2)} ms (median of 5, host clock, logits read back); its ${prefill.dispatches.length} dispatches ${sum(prefill.dispatches).toFixed(3)} ms, the matmuls ${matmuls.toFixed(3)} ms of it (${prefill.timing} timing)`);
     const { timing, dispatches, encodeMs } = await trainer.backend.profileDecode();
     const gpuMs = dispatches.reduce((a, d) => a + d.ms, 0);
     log(`profile: one decoding step at position ${half}, ${dispatches.length} dispatches, ${gpuMs.toFixed(3)} ms (${timing === "gpu" ? "GPU timestamps around each dispatch's pass" : "host clock, each dispatch alone"}); encoding it ${encodeMs.toFixed(3)} ms on the host`);
     for (const d of dispatches) log(`  ${(1000 * d.ms).toFixed(1).padStart(8)} us  ${d.op} (${d.workgroups} workgroups)`);
-    profile = { timing, encode_ms: encodeMs, dispatches };
+    profile = { timing, encode_ms: encodeMs, dispatches, prefill: { tokens: half, ms: prefillMs, dispatches: prefill.dispatches } };
   }
   if (args.stats) {
     const stats = { profile, model: trainer.model, device: trainer.backend.device, levers: trainer.backend.paths, verdicts: gpu.verdicts, path, prompt_bytes: prompt.length, tokens: out.length, tokens_per_s: median, runs_tokens_per_s: rates };

@@ -370,21 +370,26 @@ export class GpuBackend implements Backend {
   }
 
   async prefill(tokens: Int32Array): Promise<Float32Array> {
+    const { read } = await this.serial(async () => {
+      await this.slot();
+      this.writePrefill(tokens);
+      const V = this.model.vocab_size;
+      return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
+    });
+    return read;
+  }
+
+  /** A prefill's window into the sampling graph, padded to block_size, and the cache it will hold. Call within serial(). */
+  private writePrefill(tokens: Int32Array): void {
     const T = this.model.block_size;
     if (tokens.length < 1 || tokens.length > T) throw new Error(`prefill takes 1 to ${T} tokens, got ${tokens.length}`);
     this.checkTokens("prefill", tokens);
     this.cached = tokens.length;
     this.picked = false;
-    const { read } = await this.serial(async () => {
-      await this.slot();
-      // Causal attention: positions after the last real token change neither its logits nor the cache below it.
-      const padded = new Int32Array(T);
-      padded.set(tokens);
-      this.writeTokens(this.sampleGraph, padded, null);
-      const V = this.model.vocab_size;
-      return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
-    });
-    return read;
+    // Causal attention: positions after the last real token change neither its logits nor the cache below it.
+    const padded = new Int32Array(T);
+    padded.set(tokens);
+    this.writeTokens(this.sampleGraph, padded, null);
   }
 
   async decode(token: number): Promise<Float32Array> {
@@ -489,6 +494,16 @@ export class GpuBackend implements Backend {
       enc.finish();
       await this.gpu.queue.onSubmittedWorkDone();
       return { ...(await this.timePlan(step)), encodeMs };
+    });
+  }
+
+  /** A prefill of `tokens` (the cache it leaves is prefill's), its dispatches timed as profileStep times a training step's. */
+  profilePrefill(tokens: Int32Array): Promise<StepProfile> {
+    return this.serial(async () => {
+      await Promise.all(this.inFlight);
+      this.writePrefill(tokens);
+      await this.gpu.queue.onSubmittedWorkDone();
+      return this.timePlan(this.logitsPlan);
     });
   }
 
