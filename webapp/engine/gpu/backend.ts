@@ -370,17 +370,18 @@ export class GpuBackend implements Backend {
   }
 
   async prefill(tokens: Int32Array): Promise<Float32Array> {
+    const window = this.prefillWindow(tokens);
     const { read } = await this.serial(async () => {
       await this.slot();
-      this.writePrefill(tokens);
+      this.writeTokens(this.sampleGraph, window, null);
       const V = this.model.vocab_size;
       return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
     });
     return read;
   }
 
-  /** A prefill's window into the sampling graph, padded to block_size, and the cache it will hold. Call within serial(). */
-  private writePrefill(tokens: Int32Array): void {
+  /** A prefill's window, checked and padded to block_size; from now on the cache is its tokens'. */
+  private prefillWindow(tokens: Int32Array): Int32Array {
     const T = this.model.block_size;
     if (tokens.length < 1 || tokens.length > T) throw new Error(`prefill takes 1 to ${T} tokens, got ${tokens.length}`);
     this.checkTokens("prefill", tokens);
@@ -389,7 +390,7 @@ export class GpuBackend implements Backend {
     // Causal attention: positions after the last real token change neither its logits nor the cache below it.
     const padded = new Int32Array(T);
     padded.set(tokens);
-    this.writeTokens(this.sampleGraph, padded, null);
+    return padded;
   }
 
   async decode(token: number): Promise<Float32Array> {
@@ -498,10 +499,11 @@ export class GpuBackend implements Backend {
   }
 
   /** A prefill of `tokens` (the cache it leaves is prefill's), its dispatches timed as profileStep times a training step's. */
-  profilePrefill(tokens: Int32Array): Promise<StepProfile> {
+  async profilePrefill(tokens: Int32Array): Promise<StepProfile> {
+    const window = this.prefillWindow(tokens);
     return this.serial(async () => {
       await Promise.all(this.inFlight);
-      this.writePrefill(tokens);
+      this.writeTokens(this.sampleGraph, window, null);
       await this.gpu.queue.onSubmittedWorkDone();
       return this.timePlan(this.logitsPlan);
     });

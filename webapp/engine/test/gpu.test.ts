@@ -124,6 +124,24 @@ test("the memory shown before Start (plan.ts, on a stand-in device) is what a tr
   }
 });
 
+test("profilePrefill times each dispatch of a prefill and leaves its cache: a decode after it gives what a decode after prefill gives", { skip: noGpu ?? false }, async () => {
+  const g = golden();
+  const b = await createGpuBackend(g.config, g.train, { context: context! });
+  try {
+    await b.setState({ params: f32(g.init_params), step: 0 });
+    const window = Int32Array.of(3, 1, 4, 1);
+    const profile = await b.profilePrefill(window);
+    assert.ok(profile.dispatches.some((d) => d.op === "embedding_forward") && profile.dispatches.some((d) => d.op.startsWith("attention_forward")), profile.dispatches.map((d) => d.op).join());
+    assert.ok(profile.dispatches.every((d) => d.ms >= 0 && d.workgroups > 0));
+    const profiled = await b.decode(5);
+    await b.prefill(window);
+    assert.deepEqual(profiled, await b.decode(5));
+    await assert.rejects(b.profilePrefill(new Int32Array(0)), /prefill takes 1 to/);
+  } finally {
+    b.dispose();
+  }
+});
+
 // Last: it destroys the shared device.
 test("a lost device fails pending and later work with DeviceLostError", { skip: noGpu ?? false }, async () => {
   const g = golden();
