@@ -52,6 +52,16 @@ def test_tint_catches_what_naga_lets_through(tmp_path):
     assert "uniform control flow" in str(e.value)
 
 
+def test_a_module_tint_only_warns_about_passes(tmp_path):
+    """Dawn prints a module's compilation warnings on stdout: the Tint check's answer must not be read from there."""
+    root = needs_dawn(tmp_path)
+    warns = ("diagnostic(warning, derivative_uniformity);\n"
+             "@group(0) @binding(0) var t: texture_2d<f32>;\n@group(0) @binding(1) var s: sampler;\n"
+             "@fragment fn main(@location(0) uv: vec2f) -> @location(0) vec4f {\n"
+             "  if (uv.x > 0.5) { return textureSample(t, s, uv); }\n  return vec4f(0.0);\n}\n")
+    assert shaders.check_tint(root, {"w.wgsl": warns}) == {"w.wgsl": None}
+
+
 def test_broken_shader_fails_with_file_line_col(tmp_path):
     with pytest.raises(BuildError) as e:
         run(tmp_path, {"good.wgsl": GOOD, "broken.wgsl": BROKEN})

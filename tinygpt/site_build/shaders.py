@@ -95,14 +95,15 @@ class Lacks(str):
 def tint(root: Path, files: dict[str, str], f16_toggle: bool = False) -> tuple[str, dict[str, tuple[str, str | None] | Lacks | None]]:
     """(Dawn's adapter, name -> None if Tint compiles it, Lacks(feature), or (message, "line:col"))."""
     script = Path(__file__).with_name("tint_check.mjs")
-    with _quiet_wayland():
-        result = subprocess.run(["node", str(script), *(["--dawn-f16-toggle"] if f16_toggle else [])], input=json.dumps(files),
-                                cwd=root, env=dawn_env(), capture_output=True, text=True)
-    if result.returncode == 2:
-        raise NoDawnAdapter(result.stderr.strip())
-    if result.returncode != 0:
-        raise BuildError(f"Tint (Dawn via npm webgpu) failed to run: {result.stderr.strip() or result.stdout.strip()}")
-    out = json.loads(result.stdout)
+    with _quiet_wayland(), tempfile.TemporaryDirectory() as tmp:
+        answer = Path(tmp) / "tint.json"
+        result = subprocess.run(["node", str(script), "--out", str(answer), *(["--dawn-f16-toggle"] if f16_toggle else [])],
+                                input=json.dumps(files), cwd=root, env=dawn_env(), capture_output=True, text=True)
+        if result.returncode == 2:
+            raise NoDawnAdapter(result.stderr.strip())
+        if result.returncode != 0:
+            raise BuildError(f"Tint (Dawn via npm webgpu) failed to run: {result.stderr.strip() or result.stdout.strip()}")
+        out = json.loads(answer.read_text())
     return out["adapter"], {name: None if r is None else Lacks(r["lacks"]) if "lacks" in r else (r["message"], r["where"])
                             for name, r in out["results"].items()}
 

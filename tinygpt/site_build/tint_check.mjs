@@ -1,10 +1,12 @@
 // Compile WGSL with Tint (Dawn through npm `webgpu`), for shaders naga cannot
-// read. stdin: {"shaders/x.wgsl": source, ...}; stdout: {"adapter": description, "results":
+// read. stdin: {"shaders/x.wgsl": source, ...}; the file named by --out PATH: {"adapter": description, "results":
 // {"shaders/x.wgsl": null | {"message", "where": "line:col"} | {"lacks": feature}}}: "lacks" where
 // the module enables an extension whose feature this adapter does not offer (SwiftShader has no
 // shader-f16), which Tint would refuse for the adapter, not for the code. Exits 2 when there is
 // no adapter. --dawn-f16-toggle: Dawn's vulkan_enable_f16_on_nvidia, without which Dawn hides
 // shader-f16 on NVIDIA (the record run on a test host, shaders.py --record; never the app).
+// Not stdout: Dawn prints a module's compilation warnings there.
+import { writeFileSync } from "node:fs";
 import { create, globals } from "webgpu";
 
 Object.assign(globalThis, globals);
@@ -38,6 +40,7 @@ for (const [name, code] of Object.entries(files)) {
   results[name] = error ? { message: error.message, where: `${error.lineNum}:${error.linePos}` } : null;
 }
 const { vendor, architecture, device: name, description } = adapter.info;
-process.stdout.write(JSON.stringify({ adapter: [vendor, architecture, name, description].filter(Boolean).join(" · "), results }));
+const out = process.argv[process.argv.indexOf("--out") + 1];
+writeFileSync(out, JSON.stringify({ adapter: [vendor, architecture, name, description].filter(Boolean).join(" · "), results }));
 device.destroy();
 process.exit(0);
