@@ -87,8 +87,8 @@ export function showCaps(caps: Caps): void {
   for (const node of document.querySelectorAll<HTMLElement>("[data-gate]")) node.textContent = onThisDevice(node.dataset.gate!, caps);
 }
 
-/** A verdict in words: on or off, why, and whether it was remembered. */
-const verdictText = (v: Verdict) => `${v.pass ? "on" : "off"}, ${v.reason}${v.cached ? " (remembered from an earlier check)" : ""}`;
+/** A verdict in words: on or off, why, what it runs here where that depends on the adapter, and whether it was remembered. */
+const verdictText = (v: Verdict) => `${v.pass ? "on" : "off"}, ${v.reason}${v.detail ? `, on ${v.detail}` : ""}${v.cached ? " (remembered from an earlier check)" : ""}`;
 
 /** A lever's explainer line: its verdict here and the errors its check measured, or why it has none. */
 function onThisDevice(id: string, caps: Caps): string {

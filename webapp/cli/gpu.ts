@@ -37,7 +37,7 @@ export async function dawnGpu(wanted: string, toggle: boolean, fail: (message: s
   // The int8 sampling lever: its kernels gated here; the sample CLI samples on them (it has no held-out text to check a model on).
   const int8 = chosen.includes(INT8) ? await gatedInt8({ gpu }, adapter, gpu.wgslLanguageFeatures) : null;
   if (int8) gated.verdicts[INT8] = int8.verdict;
-  for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}`);
+  for (const [id, v] of Object.entries(gated.verdicts)) log(`lever ${id}: ${v.pass ? "on" : "off"}, ${v.reason}${v.detail ? ` (${v.detail})` : ""}`);
   if (wanted !== "all") {
     const off = chosen.filter((id) => !gated.verdicts[id]?.pass);
     if (off.length) fail(`--levers ${wanted}: ${off.map((id) => `${id} ${gated.verdicts[id] ? "did not pass its gate" : `needs what this adapter lacks (${id === INT8 ? "the WGSL language feature packed_4x8_integer_dot_product" : needs(BUILT_LEVERS.find((l) => l.id === id)!)})`}`).join("; ")}`);

@@ -77,6 +77,8 @@ export interface Verdict {
   errors: GateErrors;
   /** Remembered from an earlier visit rather than checked in this session. */
   cached: boolean;
+  /** What the lever runs on this adapter, in words, where that depends on the adapter (coop-matrix: its tile config). */
+  detail?: string;
 }
 
 /** The errors in words: "max error 12% of its budget, ...". */

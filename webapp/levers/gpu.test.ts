@@ -21,6 +21,7 @@ const same = {
   id: "same",
   feature: null,
   kernels: { matmul_vec4_nn_64: F32_KERNELS.matmul_vec4_nn, matmul_nn: F32_KERNELS.matmul_nn, matmul_tn: F32_KERNELS.matmul_tn },
+  describe: (adapter: GPUAdapter) => `the 128 block on ${adapter.info.vendor}`,
 } satisfies GpuLever;
 const transposed: GpuLever = { id: "transposed", feature: null, kernels: { matmul_vec4_nn_64: F32_KERNELS.matmul_vec4_nt_64 } };
 const unexercised: GpuLever = { id: "unexercised", feature: null, kernels: { matmul_vec4_nn: F32_KERNELS.matmul_vec4_nn_64 } };
@@ -36,6 +37,8 @@ test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is ref
     const out = await gpuLevers({ context }, adapter, [same, transposed, unexercised, unoffered]);
     assert.deepEqual(Object.keys(out.verdicts), ["same", "transposed", "unexercised"], "a lever whose feature the adapter lacks gets no verdict");
     assert.equal(out.verdicts.same.pass, true, out.verdicts.same.reason);
+    assert.equal(out.verdicts.same.detail, `the 128 block on ${adapter.info.vendor}`, "a lever that describes what it runs here says so in its verdict");
+    assert.equal(out.verdicts.transposed.detail, undefined);
     assert.equal(out.verdicts.transposed.pass, false);
     assert.match(out.verdicts.transposed.reason, /differ from the plain kernels'/);
     assert.equal(out.verdicts.unexercised.pass, false);
@@ -46,6 +49,7 @@ test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is ref
     configureGates({ store }); // the next visit: every verdict remembered, no check runs (no device given)
     const again = await gpuLevers({ gpu: null as unknown as GPU }, adapter, [same, transposed]);
     assert.ok(Object.values(again.verdicts).every((v) => v.cached));
+    assert.equal(again.verdicts.same.detail, out.verdicts.same.detail);
     assert.deepEqual(again.kernels, same.kernels);
     configureGates({ store, forceFail: ["same"] });
     assert.deepEqual((await gpuLevers({ context }, adapter, [same])).kernels, {});

@@ -46,6 +46,8 @@ interface LeverBase {
   shapes?: GateShape[];
   /** Its kernels round operands to f16 (sums stay f32): the backend conformance suite holds its table to facts.conformance.f16. */
   f16?: boolean;
+  /** What it runs on an adapter it has a table for, in words (its verdict's `detail`). */
+  describe?: (adapter: GPUAdapter) => string;
 }
 
 /** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */
@@ -200,7 +202,7 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
     const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
     const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
     const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, kernels, features, lever.shapes));
-    out.verdicts[lever.id] = verdict;
+    out.verdicts[lever.id] = lever.describe ? { ...verdict, detail: lever.describe(adapter) } : verdict;
     if (verdict.pass) {
       Object.assign(out.kernels, kernels);
       out.features.push(...features);

@@ -5,7 +5,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import recorded from "./configs.json";
 import { F32_KERNELS, type KernelTable, weightGradOp } from "../../engine/gpu/kernels";
-import { BUILT_CONFIGS, chooseConfig, coopTable, type MatrixInfo } from "./lever";
+import { BUILT_CONFIGS, chooseConfig, coopTable, describeCoop, type MatrixInfo } from "./lever";
 
 const H200_LIMITS = { maxComputeInvocationsPerWorkgroup: 1024, maxComputeWorkgroupStorageSize: 49152 };
 const info = (name: keyof typeof recorded) => recorded[name] as MatrixInfo;
@@ -21,6 +21,9 @@ test("coop-matrix: on the H200 with f16 it takes f16 x f16 -> f32 at 16x16x16: t
   assert.equal(table.matmul_vec4_tn_64!.entry, "matmul_tn");
   assert.deepEqual(table.matmul_vec4_nn!.workgroups({ M: 16384, N: 1536, K: 384 }), [12, 128, 1]);
   assert.deepEqual(table.matmul_vec4_tn_64!.workgroups({ M: 384, N: 1536, K: 16384, splits: 4 }), [24, 6, 4]);
+  // What the "This device" panel and the pill's explainer say it runs.
+  assert.equal(describeCoop(info("nvidia-h200")), "f16 × f16 → f32 tiles of 16×16×16, subgroups of 32");
+  assert.equal(describeCoop({ ...info("nvidia-h200"), subgroupMinSize: 64, subgroupMaxSize: 64 }), "f16 × f16 → f32 tiles of 16×16×16, subgroups of 64");
 });
 
 test("coop-matrix: a weight gradient over 8192 rows or more runs in 128 blocks, split along K; a shorter one, and the plain table's, in 64 blocks", () => {

@@ -95,12 +95,19 @@ export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable>
   return coopKernels(size, limits.maxComputeWorkgroupStorageSize);
 }
 
+/** The config and subgroup size its kernels run on an adapter it has a table for, in words. */
+export function describeCoop(info: MatrixInfo): string {
+  const c = chooseConfig(info.subgroupMatrixConfigs ?? [])!;
+  return `${c.componentType} × ${c.componentType} → ${c.resultComponentType} tiles of ${c.M}×${c.N}×${c.K}, subgroups of ${info.subgroupMinSize}`;
+}
+
 export const COOP_MATRIX = {
   id: ID,
   feature: "chromium-experimental-subgroup-matrix" as GPUFeatureName,
   alsoNeeds: ["shader-f16", "subgroups"],
   wgslFeatures: ["subgroup_id"],
   forAdapter: (adapter) => coopTable({ info: adapter.info as MatrixInfo, limits: adapter.limits }),
+  describe: (adapter) => describeCoop(adapter.info as MatrixInfo),
   // The wide shape (8192 rows: the 128 blocks, the weight gradients' too) and the first small one
   // (its weight gradients' 64 blocks); the 20-step curve trains on the first.
   shapes: [WIDE_SHAPE, GATE_SHAPES[0]],
