@@ -9,8 +9,8 @@
 //   + bias[n] with BIAS, + c[n] with ACCUMULATE (Params.flags). Bindings as matmul.wgsl's:
 //   0 params, 1 a [K] (read), 2 b (read), 3 bias [N] (read; without BIAS any buffer of at least
 //   16 bytes but c), 4 c [N] (read_write); all as vec4s, so N % 4 == 0 and K % 4 == 0.
-//   Workgroup 256, dispatch (ceil(N/32), P, 1): each workgroup owns 32 outputs of product y of
-//   P (nn; nt: P = 1) that share a, whose weights, biases and outputs lie b_stride, bias_stride
+//   Workgroup 256, dispatch (ceil(N / OUTS), P, 1): each workgroup owns OUTS outputs of product y
+//   of P (nn; nt: P = 1) that share a, whose weights, biases and outputs lie b_stride, bias_stride
 //   and c_stride vec4s apart in their bindings (a decoding step's q, k and v in one dispatch).
 // matvec_nn_ln, matvec_nt_ln  the same of LayerNorm(a) (weight ln_w, bias ln_b: bindings 6, 7,
 //   [K]; eps from Params; K <= the override MAX_K): each workgroup finds the row's mean and
@@ -18,6 +18,8 @@
 //   cheaper than a dispatch of its own (layernorm.wgsl's forward, statistics unsaved).
 // matvec_nn_ln_gelu  matvec_nn_ln then GELU of each output (after the bias; lib/gelu.wgsl): a
 //   decoding step's fc_in without gelu_forward's dispatch (ACCUMULATE is not taken).
+// OUTS, the outputs per workgroup, is an override the kernel table sets (kernels.ts, which sizes
+// the dispatch from the same entry): a power of 2 from 4 to 256. At its 32:
 // nn: invocation (s, j) = (t/8, t%8) sums rows k = s, s+32, ... of the vec4 of columns j, so 8
 //   neighbours read 128 contiguous bytes of a row of b.
 // nt: invocation (r, s) = (t/8, t%8) sums the vec4s s, s+8, ... along K of row r, 8 neighbours
@@ -40,9 +42,10 @@ struct Params {
   c_stride: u32,
 }
 
-const OUTS = 32u; // outputs per workgroup
-const LANES = 8u; // nn: vec4 columns per workgroup; nt: slices of K per output
-const SLICES = 32u; // nn: slices of K per vec4 column
+override OUTS: u32; // outputs per workgroup (kernels.ts sets it)
+override COLUMNS = OUTS / 4u; // nn: vec4 columns per workgroup
+override SLICES = 256u / COLUMNS; // nn: slices of K per vec4 column
+override LANES = 256u / OUTS; // nt: slices of K per output
 
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read> a: array<vec4<f32>>;
@@ -89,9 +92,9 @@ fn a4(q: u32, normalised: bool) -> vec4<f32> {
 
 fn nn(wg: vec3<u32>, t: u32, normalised: bool, activate: bool) {
   let N4 = p.N / 4u;
-  let j = t % LANES;
-  let s = t / LANES;
-  let n4 = wg.x * LANES + j;
+  let j = t % COLUMNS;
+  let s = t / COLUMNS;
+  let n4 = wg.x * COLUMNS + j;
   let w = wg.y * p.b_stride;
   var acc = vec4<f32>(0.0);
   if (n4 < N4) {
@@ -101,7 +104,7 @@ fn nn(wg: vec3<u32>, t: u32, normalised: bool, activate: bool) {
   workgroupBarrier();
   if (s == 0u && n4 < N4) {
     var sum = vec4<f32>(0.0);
-    for (var i = 0u; i < SLICES; i++) { sum += part4[i * LANES + j]; }
+    for (var i = 0u; i < SLICES; i++) { sum += part4[i * COLUMNS + j]; }
     emit(wg.y, n4, sum, activate);
   }
 }
@@ -116,7 +119,7 @@ fn nt(wg: vec3<u32>, t: u32, normalised: bool) {
   }
   part[t] = (acc.x + acc.y) + (acc.z + acc.w);
   workgroupBarrier();
-  // Invocation t < 8 finishes outputs 4t .. 4t+3 of the workgroup's 32: one vec4 store.
+  // Invocation t < OUTS / 4 finishes outputs 4t .. 4t+3 of the workgroup's OUTS: one vec4 store.
   let n4 = wg.x * (OUTS / 4u) + t;
   if (t < OUTS / 4u && n4 < p.N / 4u) {
     var sum = vec4<f32>(0.0);

@@ -154,20 +154,25 @@ def test_matmul_split_k(rng, shader, entry, block, K, S):
     check("matmul", summed, A.astype(np.float64) @ B)
 
 
-# (N, K): one vec4 (4, 4); under one workgroup's 32 outputs and under one round of K slices (8, 20);
+# (N, K): one vec4 (4, 4); under one workgroup's OUTS (32) outputs and under one round of K slices (8, 20);
 # ragged past them (36, 100); then every preset's decoding products: C to C, C to 4C, 4C to C, the head.
 MATVEC_SHAPES = [(4, 4), (8, 20), (36, 100)]
 MATVEC_SHAPES += sorted({(n, k) for p in PRESETS for C in [p["n_embd"]]
                          for n, k in ((C, C), (4 * C, C), (C, 4 * C), (FACTS["vocab_size"], C))})
 
 
-# matvec.wgsl's override: the widest row its _ln entry points normalise (kernels.ts sets the same).
-MATVEC = {"MAX_K": 2048}
+# matvec.wgsl's overrides, as kernels.ts sets them: the widest row its _ln entry points normalise,
+# and the outputs a workgroup owns, by which the dispatch is sized (mv_groups).
+MATVEC = {"MAX_K": 2048, "OUTS": 32}
 
 
 def mv_params(N, K, flags=0, b_stride=0, bias_stride=0, c_stride=0):
     return dict(M=1, N=N, K=K, flags=flags, eps=FACTS["model"]["layernorm_eps"], b_stride=b_stride,
                 bias_stride=bias_stride, c_stride=c_stride)
+
+
+def mv_groups(N, products=1, constants=MATVEC):
+    return (-(-N // constants["OUTS"]), products, 1)
 
 
 @pytest.mark.parametrize("N,K", MATVEC_SHAPES)
@@ -178,8 +183,22 @@ def test_matvec_is_matmul_for_one_row(rng, entry, N, K):
     product = (A.astype(np.float64) @ B)[0]
     for flags, ref in ((0, product), (1, product + bias), (3, product + bias + C0)):
         out = gpu.run("matvec", entry, mv_params(N, K, flags), {1: a, 2: b, 3: bias, 4: C0 if flags & 2 else nans(N)},
-                      (-(-N // 32), 1, 1), out=[4], constants=MATVEC)[4]
+                      mv_groups(N), out=[4], constants=MATVEC)[4]
         check("matmul", out, ref)
+
+
+@pytest.mark.parametrize("N,K", [(36, 100), (1040, 260)])
+@pytest.mark.parametrize("outs", [4, 16, 64, 256])
+@pytest.mark.parametrize("entry", ["matvec_nn", "matvec_nt"])
+def test_matvec_takes_any_outputs_per_workgroup_its_table_sets(rng, entry, outs, N, K):
+    """OUTS is the table's to choose (a power of 2 from 4 to 256): nn's columns and slices of K and
+    nt's lanes per output follow from it, the dispatch is sized by it."""
+    A, B, bias = randn(rng, 1, K), randn(rng, K, N), randn(rng, N)
+    a, b = operands(entry, A, B)
+    constants = {**MATVEC, "OUTS": outs}
+    out = gpu.run("matvec", entry, mv_params(N, K, 1), {1: a, 2: b, 3: bias, 4: nans(N)},
+                  mv_groups(N, constants=constants), out=[4], constants=constants)[4]
+    check("matmul", out, (A.astype(np.float64) @ B)[0] + bias)
 
 
 @pytest.mark.parametrize("N,K", MATVEC_SHAPES)
@@ -192,7 +211,7 @@ def test_matvec_ln_is_layernorm_then_matmul(rng, entry, N, K):
     a, b = operands(entry.removesuffix("_ln"), A, B)
     ref = model.layernorm_forward(*f64(A, w, lb))[0] @ B + bias
     out = gpu.run("matvec", entry, mv_params(N, K, 1), {1: a, 2: b, 3: bias, 4: nans(N), 6: w, 7: lb},
-                  (-(-N // 32), 1, 1), out=[4], constants=MATVEC)[4]
+                  mv_groups(N), out=[4], constants=MATVEC)[4]
     check("layernorm", out, ref[0])
 
 
@@ -203,7 +222,7 @@ def test_matvec_nn_ln_gelu_is_gelu_of_the_product(rng, N, K):
     w, lb = randn(rng, K), randn(rng, K)
     ref, _ = model.gelu_forward(model.layernorm_forward(*f64(A, w, lb))[0] @ B + bias)
     out = gpu.run("matvec", "matvec_nn_ln_gelu", mv_params(N, K, 1), {1: A, 2: B, 3: bias, 4: nans(N), 6: w, 7: lb},
-                  (-(-N // 32), 1, 1), out=[4], constants=MATVEC)[4]
+                  mv_groups(N), out=[4], constants=MATVEC)[4]
     check("layernorm", out, ref[0])
 
 
@@ -220,7 +239,7 @@ def test_matvec_nn_runs_several_products_of_one_row_at_strides(rng, entry):
     norm = {6: w, 7: lb} if entry.endswith("_ln") else {}
     out = gpu.run("matvec", entry, mv_params(N, K, 1, (K * N + gap_w) // 4, (N + gap_b) // 4, (N + gap_c) // 4),
                   {1: A, 2: pad(W, gap_w), 3: pad(bias, gap_b), 4: np.zeros(P * (N + gap_c), np.float32), **norm},
-                  (-(-N // 32), P, 1), out=[4], constants=MATVEC)[4].reshape(P, N + gap_c)
+                  mv_groups(N, P), out=[4], constants=MATVEC)[4].reshape(P, N + gap_c)
     for y in range(P):
         check("layernorm", out[y, :N], (rows @ W[y] + bias[y])[0])
     assert (out[:, N:] == 0).all(), "an output's padding was written"

@@ -7,14 +7,16 @@
 // engine/quantize.ts does, and dot4I8Packed sums 4 products of int8 at a time in i32, exactly;
 // an output is that sum times the row's scale and its channel's: the product of the dequantized
 // operands. K <= MAX_K for every entry here (the row lives in workgroup memory).
-// Invocation (r, s) = (t/8, t%8) sums the words s, s+8, ... of channel r of the workgroup's 32.
+// Invocation (r, s) = (t / LANES, t % LANES) sums the words s, s+LANES, ... of channel r of the
+// workgroup's OUTS (at OUTS 32: 8 invocations a channel, as matvec.wgsl's nt).
 //
 // int8_quantize_nn, int8_quantize_nt make that copy of one weight on the GPU whenever the
 // parameters changed (engine/gpu/int8.ts recordInt8Copy): B at binding 2 is the f32 weight, [K, N]
 // (nn: a channel is a column) or [N, K] (nt: a row), binding 5 its block, written. A channel is
 // quantized as `quantise` quantizes a row (the same max, inverse and rounding: quantize.ts's
-// scheme), its scale stored at word n. Workgroup 256, 64 channels each: dispatch
-// (ceil(N / 64), 1, 1); M, flags, eps and the strides are unused. Four invocations a channel and
+// scheme), its scale stored at word n. Workgroup 256, CHANNELS_Q channels each (an override the
+// int8 lever's table sets, 64, and sizes the dispatch by: (ceil(N / CHANNELS_Q), 1, 1); a power of
+// 2 up to 256); M, flags, eps and the strides are unused. Four invocations a channel (at 64) and
 // one barrier rather than a workgroup a channel and reduce_max's tree: on SwiftShader the tree made
 // Huge's copy in 18 s, this in 0.3 s.
 
@@ -65,13 +67,14 @@ fn channel4(n: u32, q: u32, transposed: bool) -> vec4<f32> {
   return vec4<f32>(b[i][j], b[i + N4][j], b[i + 2u * N4][j], b[i + 3u * N4][j]);
 }
 
-const CHANNELS_Q = 64u; // channels per workgroup of the quantize entry points
-const SLICES_Q = 4u; // invocations per channel there (256 / CHANNELS_Q)
+override CHANNELS_Q: u32; // channels per workgroup of the quantize entry points (lever.ts sets it)
+override SLICES_Q = 256u / CHANNELS_Q; // invocations per channel there
 
-// Channels wg.x * 64 .. + 63 of the weight into its block: each channel's scale, then its K values
-// 4 to a word. Invocation s of a channel's 4 takes its words s, s+4, ...; their partial maxima meet
-// in matvec.wgsl's `part`. nn: (s, c) = (t/64, t%64), so 64 neighbours read 256 contiguous bytes of a row of the
-// [K, N] weight; nt: (c, s) = (t/4, t%4), 4 neighbours 64 contiguous bytes of a channel.
+// Channels wg.x * CHANNELS_Q .. + CHANNELS_Q - 1 of the weight into its block: each channel's
+// scale, then its K values 4 to a word. Invocation s of a channel's SLICES_Q takes its words s,
+// s+SLICES_Q, ...; their partial maxima meet in matvec.wgsl's `part`. At CHANNELS_Q 64: nn: (s, c) =
+// (t/64, t%64), so 64 neighbours read 256 contiguous bytes of a row of the [K, N] weight; nt: (c, s)
+// = (t/4, t%4), 4 neighbours 64 contiguous bytes of a channel.
 fn quantize_channels(wg: vec3<u32>, t: u32, transposed: bool) {
   let c = select(t / SLICES_Q, t % CHANNELS_Q, transposed);
   let s = select(t % SLICES_Q, t / CHANNELS_Q, transposed);
@@ -103,7 +106,7 @@ fn int8_product(wg: vec3<u32>, t: u32, scale: f32, activate: bool) {
   }
   ipart[t] = acc;
   workgroupBarrier();
-  // Invocation t < 8 finishes outputs 4t .. 4t+3 of the workgroup's 32: one vec4 store.
+  // Invocation t < OUTS / 4 finishes outputs 4t .. 4t+3 of the workgroup's OUTS: one vec4 store.
   let n4 = wg.x * (OUTS / 4u) + t;
   if (t < OUTS / 4u && n4 < p.N / 4u) {
     var out: vec4<f32>;

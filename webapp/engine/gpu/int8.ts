@@ -87,7 +87,8 @@ export function int8Span(buffer: GPUBuffer, int8: Int8Layout, names: string[]): 
 /**
  * Records the making of the int8 copy `int8` from the f32 parameters `params` (in the GPU layout
  * `layout`) into `r`, whose table holds the int8 lever's kernels: one dispatch per weight, each
- * workgroup quantizing 64 of its channels straight from the weight's f32 slice into its block.
+ * workgroup quantizing CHANNELS_Q of its channels (the lever's table sets it) straight from the
+ * weight's f32 slice into its block.
  */
 export function recordInt8Copy(r: Recorder, int8: { buffer: GPUBuffer; layout: Int8Layout }, layout: GpuLayout, params: GPUBuffer): void {
   for (const [name, { N, K, transposed }] of int8.layout.blocks) {

@@ -40,7 +40,7 @@ export interface Kernel {
   entry: string;
   /** The uniform Params (binding 0) in order, from facts.json wgsl.params: ":f32" marks a float, others are u32. */
   params: string[];
-  /** Pipeline-override constants the module is specialised with: a matmul's tile, BLOCK. */
+  /** Pipeline-override constants the module is specialised with: a matmul's tile, BLOCK; a matvec's outputs per workgroup, OUTS (`workgroups` sizes the grid by the same). */
   constants: Record<string, number>;
   /** Bytes per element of the activations and gradients it reads and writes (4: f32). */
   elementBytes: number;
@@ -81,8 +81,15 @@ function tiled(module: "matmul" | "matmul_vec4", o: Orientation, BLOCK: number):
   return { ...kernel(module, `matmul_${o}`, (s) => [ceil(s.N, BLOCK), ceil(s.M, BLOCK), s.splits ?? 1], true), constants: { BLOCK } };
 }
 
-/** A matvec.wgsl product; MAX_K, the widest row its _ln entry points normalise: 8 KiB of workgroup memory (the graph reads it there). */
-const rowProduct = (entry: string, workgroups: Kernel["workgroups"]): Kernel => ({ ...kernel("matvec", entry, workgroups), constants: { MAX_K: 2048 } });
+/**
+ * A matvec.wgsl product: OUTS outputs a workgroup, `products` of nn's along grid y where `several`
+ * (a decoding step's q, k and v in one dispatch); MAX_K, the widest row its _ln entry points
+ * normalise: 8 KiB of workgroup memory (the graph reads it there).
+ */
+function rowProduct(entry: string, several = false): Kernel {
+  const constants = { MAX_K: 2048, OUTS: 32 };
+  return { ...kernel("matvec", entry, (s) => [ceil(s.N, constants.OUTS), several ? s.products : 1, 1]), constants };
+}
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
 // Attention: one workgroup per block of 64 positions of one (batch, head).
 const perHeadBlock = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
@@ -103,12 +110,11 @@ export const F32_KERNELS = {
   matmul_vec4_nn_64: tiled("matmul_vec4", "nn", 64),
   matmul_vec4_nt_64: tiled("matmul_vec4", "nt", 64),
   matmul_vec4_tn_64: tiled("matmul_vec4", "tn", 64),
-  // `products` of nn's along grid y (matvec.wgsl: a decoding step's q, k and v in one dispatch).
-  matvec_nn: rowProduct("matvec_nn", (s) => [ceil(s.N, 32), s.products, 1]),
-  matvec_nt: rowProduct("matvec_nt", (s) => [ceil(s.N, 32), 1, 1]),
-  matvec_nn_ln: rowProduct("matvec_nn_ln", (s) => [ceil(s.N, 32), s.products, 1]),
-  matvec_nn_ln_gelu: rowProduct("matvec_nn_ln_gelu", (s) => [ceil(s.N, 32), 1, 1]),
-  matvec_nt_ln: rowProduct("matvec_nt_ln", (s) => [ceil(s.N, 32), 1, 1]),
+  matvec_nn: rowProduct("matvec_nn", true),
+  matvec_nt: rowProduct("matvec_nt"),
+  matvec_nn_ln: rowProduct("matvec_nn_ln", true),
+  matvec_nn_ln_gelu: rowProduct("matvec_nn_ln_gelu"),
+  matvec_nt_ln: rowProduct("matvec_nt_ln"),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),

@@ -1,7 +1,7 @@
 // The int8 sampling lever on Dawn (SwiftShader here, whose WGSL has dot4I8Packed): its kernels
 // against CPU maths on the quantized operands (engine/quantize.ts), awkward sizes and a real
 // LayerNorm included; the int8 copy of a seeded model's weights made on the GPU against the
-// CPU's (packInt8), zero channels included, and refusing a copy that truncates; its kernel gate passing, and refusing a kernel broken on purpose; the int8
+// CPU's (packInt8), zero channels and other channels per workgroup included, and refusing a copy that truncates; its kernel gate passing, and refusing a kernel broken on purpose; the int8
 // decoding path choosing the f32 path's tokens at temperature 0 on a seeded model, wherever they
 // stand clear of the runner-up; the held-out
 // loss check passing there, and leaving sampling on f32 where it fails (a forced gate failure, a
@@ -139,10 +139,15 @@ async function copyMismatches(table: Partial<KernelTable>): Promise<{ mismatches
   return { mismatches, boundary, zeros };
 }
 
-test("int8: the GPU makes packInt8's copy of the weights, and a copy that truncates is caught", { skip }, async () => {
+test("int8: the GPU makes packInt8's copy of the weights, at any channels per workgroup its table sets, and a copy that truncates is caught", { skip }, async () => {
   const good = await copyMismatches(int8Kernels());
   assert.deepEqual(good.mismatches.slice(0, 5), [], `${good.mismatches.length} values differ`);
   assert.equal(good.zeros, 2, "the zero channels were not zero on the CPU: the check of them proves nothing");
+  // CHANNELS_Q fewer and more than the table's: a shader or a grid that kept a number of its own leaves channels unwritten.
+  for (const channels of [16, 256]) {
+    const other = await copyMismatches(int8Kernels(SOURCE, channels));
+    assert.deepEqual(other.mismatches.slice(0, 5), [], `CHANNELS_Q ${channels}: ${other.mismatches.length} values differ`);
+  }
   const truncating = await copyMismatches(int8Kernels(mutate(SOURCE, "vec4<i32>(round(x * inv))", "vec4<i32>(x * inv)")));
   assert.ok(truncating.mismatches.length > 1000, `a copy rounding toward zero differs in only ${truncating.mismatches.length} values`);
 });

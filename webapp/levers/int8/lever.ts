@@ -29,20 +29,25 @@ type Int8Op = keyof typeof ENTRIES;
 /** The ops that LayerNorm their row first (binding 7's bias, 6's weight) before they quantize it. */
 export const NORMALISES: ReadonlySet<Int8Op> = new Set(["matvec_nn_ln", "matvec_nt_ln", "matvec_nn_ln_gelu"]);
 
-/** The ops it adds, which make the int8 copy of a weight, [K, N] (nn) or [N, K] (nt): a workgroup per 64 channels (its CHANNELS_Q). */
+/** The ops it adds, which make the int8 copy of a weight, [K, N] (nn) or [N, K] (nt): a workgroup per CHANNELS_Q channels. */
 const QUANTIZE = ["int8_quantize_nn", "int8_quantize_nt"] as const satisfies (keyof AddedKernels)[];
 
-/** The lever's table from its module (the tests pass one broken on purpose). */
-export function int8Kernels(source = matvecInt8): Partial<KernelTable> {
+/**
+ * The lever's table from its module (the tests pass one broken on purpose); `channels`, the copy's
+ * channels per workgroup (its CHANNELS_Q; the tests try others), a power of 2 up to 256.
+ */
+export function int8Kernels(source = matvecInt8, channels = 64): Partial<KernelTable> {
   const products = Object.entries(ENTRIES).map(([op, entry]) => [op, { ...F32_KERNELS[op as Int8Op], source, entry, weightsInt8: true }]);
-  const quantize = QUANTIZE.map((op) => [op, { ...F32_KERNELS.matvec_nn, source, entry: op, workgroups: (s: Sizes): Workgroups => [Math.ceil(s.N / 64), 1, 1] }]);
+  const constants = { ...F32_KERNELS.matvec_nn.constants, CHANNELS_Q: channels };
+  const quantize = QUANTIZE.map((op) => [op, { ...F32_KERNELS.matvec_nn, source, entry: op, constants, workgroups: (s: Sizes): Workgroups => [Math.ceil(s.N / constants.CHANNELS_Q), 1, 1] }]);
   return Object.fromEntries([...products, ...quantize]);
 }
 
 /**
  * The shapes its kernels are held to, each op once or more, sizes no tile divides: q, k and v as
- * three products with bias and accumulation, a head wider than a workgroup's 32 outputs, K not a
- * multiple of the 8 slices, fc_out's K at its widest (4 x 384), and fc_in with its GELU.
+ * three products with bias and accumulation, a head wider than a workgroup's outputs (OUTS, 256 at
+ * most), K not a multiple of the slices (8 at OUTS 32), fc_out's K at its widest (4 x 384), and
+ * fc_in with its GELU.
  */
 export const CHECK_CASES: { op: Int8Op; N: number; K: number; products: number; flags: number }[] = [
   { op: "matvec_nn", N: 36, K: 20, products: 3, flags: BIAS | ACCUMULATE },
@@ -104,7 +109,7 @@ export const int8On = (wgsl: ReadonlySet<string>): Partial<KernelTable> | null =
 export async function gatedInt8(on: { gpu: GPU } | { context: GpuContext }, adapter: GPUAdapter, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<{ verdict: Verdict; kernels: Partial<KernelTable> | null } | null> {
   const kernels = int8On(wgsl);
   if (!kernels) return null;
-  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
+  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
   const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
   const verdict = await gate(ID, key, async () => {
     const context = "context" in on ? on.context : await requestGpu(on.gpu);
