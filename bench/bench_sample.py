@@ -10,7 +10,8 @@ byte chosen on the CPU from logits read back (WebGPU), and with the full window 
 
 WebGPU runs the plain kernels, each GPU lever alone (on and off: a lever this adapter lacks, or
 whose gate fails, is reported; int8, the sampling lever, decodes on its int8 weights), and the
-app's path (every shipped lever that passes). Beside them,
+app's path (every shipped lever that passes). WebAssembly decodes on the f32 weights and on the
+int8 lever's copy of them (its copy made before the clock starts, bench/cpu_sample_node.ts). Beside them,
 in the same run, PyTorch eager on the same device (CUDA for WebGPU, the CPU at the same thread
 count for WebAssembly) with a KV cache (tests/oracles/torch_model.py torch_logits_cached, a token
 id read back per byte, as a user's loop does) and without one. Weights are each preset's seeded
@@ -173,14 +174,14 @@ def run_wasm(args, prompt: bytes) -> tuple[list[dict], dict]:
     table = [{"preset": r["preset"], "threads": r["threads"], "SIMD": r.get("simd"),
               **{f"WebAssembly, {p}": round(g["tokens_per_s"]) for p, g in r["wasm"].items()},
               **{f"PyTorch, {p}": round(g["tokens_per_s"]) for p, g in r["pytorch"].items()}} for r in rows]
-    return rows, {"benchmark": "sample_cpu", "title": "Sampling speed on the CPU: WebAssembly with the KV cache vs the full window and PyTorch",
+    return rows, {"benchmark": "sample_cpu", "title": "Sampling speed on the CPU: WebAssembly with the KV cache (f32 and int8 weights) vs the full window and PyTorch",
                   "hardware": f"{platform.processor() or platform.machine()}, {platform.platform()}", "series": series, "rows": table}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--backend", choices=("webgpu", "wasm"), required=True)
-    ap.add_argument("--presets", help="default: tiny,medium,huge on WebGPU; tiny,medium on WebAssembly")
+    ap.add_argument("--presets", help="default: tiny,medium,huge")
     ap.add_argument("--threads", default="1,2", help="WebAssembly and PyTorch CPU thread counts")
     ap.add_argument("--full-window", default="tiny,medium", help="WebAssembly: the presets to time the (slow) full window on too")
     ap.add_argument("--node", default="node")
@@ -189,7 +190,7 @@ def main():
     ap.add_argument("--corpus", type=Path, help="the prompt's source (its first %d bytes); default: Python's own sources" % PROMPT_BYTES)
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
-    args.presets = args.presets or ("tiny,medium,huge" if args.backend == "webgpu" else "tiny,medium")
+    args.presets = args.presets or "tiny,medium,huge"
     with tempfile.TemporaryDirectory() as d:
         prompt = (args.corpus or corpus(Path(d) / "corpus.txt")).read_bytes()[:PROMPT_BYTES]
     results, view = (run_webgpu if args.backend == "webgpu" else run_wasm)(args, prompt)

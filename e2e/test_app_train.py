@@ -68,6 +68,9 @@ def test_tiny_trains_on_cpu_then_export_import_and_corrupt_file(open_page, brows
 
     text, updates = sample(page, "ROMEO:", temperature=0.8, top_k=40, length=200, timeout=60)
     assert text.startswith("ROMEO:") and len(text) > 100 and updates > 2, "the sample streamed"
+    # The int8 lever's held-out check passed on the trained weights: the sample ran on int8.
+    expect(page.locator("#sample-tps")).to_contain_text("+int8")
+    expect(page.locator("#pills .pill-lever", has_text="+int8")).to_have_count(1)
     greedy, _ = sample(page, "KING:", temperature=0, top_k=0, length=40, timeout=60)
 
     with page.expect_download() as download:

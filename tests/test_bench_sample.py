@@ -1,5 +1,6 @@
-"""bench/bench_sample.py on the WebAssembly backend, end to end on Tiny: both paths sample every
-byte asked for, and what it writes is a file the speedup page can plot."""
+"""bench/bench_sample.py on the WebAssembly backend, end to end on Tiny: every path (the KV cache
+on f32 and on int8 weights, the full window) samples every byte asked for, and what it writes is a
+file the speedup page can plot."""
 import json
 import subprocess
 import sys
@@ -17,8 +18,8 @@ def test_wasm_sampling_benchmark_writes_a_plottable_result(tmp_path):
     assert run.returncode == 0, run.stdout + run.stderr
     doc = json.loads(out.read_text())
     [row] = doc["results"]
-    assert set(row["wasm"]) == {"KV cache", "full window"}
+    assert set(row["wasm"]) == {"KV cache", "KV cache, int8", "full window"}
     for path, r in row["wasm"].items():
         assert r["tokens"] == doc["new_bytes"] and r["tokens_per_s"] > 0, path
     plots._check(doc, lambda *keys: f"{out}: {keys}")
-    assert {s["name"] for s in doc["series"]} >= {"WebAssembly, KV cache, 1 thread", "WebAssembly, full window, 1 thread"}
+    assert {s["name"] for s in doc["series"]} >= {"WebAssembly, KV cache, 1 thread", "WebAssembly, KV cache, int8, 1 thread", "WebAssembly, full window, 1 thread"}

@@ -7,7 +7,8 @@ conformance suite (webapp/engine/test/conformance.ts: the golden fixture, a
 resumed run, the shapes tests/oracles/conformance.py writes here) on the plain and
 the relaxed-SIMD build and on two threads sharing memory; the gate refusing a
 relaxed build made wrong on purpose here; micro-batching, the fallback to one
-thread, and bad input. This file also runs the gate's training check on the
+thread, and bad input; the int8 decoding path's kernels, bit for bit, its held-out check, and that
+check refusing an int8 kernel made wrong on purpose here. This file also runs the gate's training check on the
 two builds (webapp/levers/relaxed-simd/curve.py)."""
 import json
 import os
@@ -29,19 +30,31 @@ def run(cmd: list, **kw) -> subprocess.CompletedProcess:
     return out
 
 
-def broken_relaxed(tmp_path: Path) -> Path:
-    """A cpu.wasm whose relaxed build subtracts where it should multiply-add: the gate must refuse it."""
-    root = tmp_path / "broken"
+def broken_build(tmp_path: Path, name: str, *edits: tuple[str, str]) -> Path:
+    """A cpu.wasm from assembly/index.ts with each (from, to) edit made, all of whose targets must still be there."""
+    root = tmp_path / name
     (root / "webapp" / "cpu" / "assembly").mkdir(parents=True)
     (root / "node_modules").symlink_to(ROOT / "node_modules")
     (root / "package-lock.json").write_text("{}")
     source = (ROOT / "webapp" / "cpu" / "assembly" / "index.ts").read_text()
-    broken = source.replace("f32x4.relaxed_madd(a, b, c)", "f32x4.relaxed_nmadd(a, b, c)")
-    assert broken != source, "assembly/index.ts no longer calls f32x4.relaxed_madd(a, b, c)"
-    (root / "webapp" / "cpu" / "assembly" / "index.ts").write_text(broken)
+    for old, new in edits:
+        assert old in source, f"assembly/index.ts no longer holds {old}"
+        source = source.replace(old, new)
+    (root / "webapp" / "cpu" / "assembly" / "index.ts").write_text(source)
     (root / "webapp" / "cpu" / "asconfig.json").write_text((ROOT / "webapp" / "cpu" / "asconfig.json").read_text())
-    compile_cpu_wasm(root, tmp_path / "broken.wasm")
-    return tmp_path / "broken.wasm"
+    compile_cpu_wasm(root, tmp_path / f"{name}.wasm")
+    return tmp_path / f"{name}.wasm"
+
+
+def broken_relaxed(tmp_path: Path) -> Path:
+    """A cpu.wasm whose relaxed build subtracts where it should multiply-add: the gate must refuse it."""
+    return broken_build(tmp_path, "broken", ("f32x4.relaxed_madd(a, b, c)", "f32x4.relaxed_nmadd(a, b, c)"))
+
+
+def broken_int8(tmp_path: Path) -> Path:
+    """A cpu.wasm whose int8 products drop the row's scale: the held-out loss check must refuse it."""
+    return broken_build(tmp_path, "broken-int8", ("f32x4.mul(f32x4.splat(sx), v128.load(at(w, n)))", "v128.load(at(w, n))"),
+                        ("(sx * load<f32>(at(w, n)))", "load<f32>(at(w, n))"))
 
 
 def test_cpu_backend_in_node(tmp_path):
@@ -56,8 +69,9 @@ def test_cpu_backend_in_node(tmp_path):
     conformance.write(tmp_path / "conformance")
     out = run(["node", *flags, "--test", *bundles],
         env={**os.environ, "TINYGPT_CPU_WASM": str(wasm), "TINYGPT_CONFORMANCE": str(tmp_path / "conformance"),
-             "TINYGPT_CPU_BROKEN": str(broken_relaxed(tmp_path)), "TINYGPT_CPU_RELAXED": "1" if relaxed else "0"})
-    if relaxed:  # only a Node without relaxed SIMD may skip (the relaxed build's conformance)
+             "TINYGPT_CPU_BROKEN": str(broken_relaxed(tmp_path)), "TINYGPT_CPU_BROKEN_INT8": str(broken_int8(tmp_path)),
+             "TINYGPT_CPU_RELAXED": "1" if relaxed else "0"})
+    if relaxed:  # only a Node without relaxed SIMD may skip (the relaxed build's conformance, the broken int8 build's check)
         assert "# skipped 0" in out.stdout, out.stdout
 
 

@@ -100,6 +100,8 @@ function onThisDevice(id: string, caps: Caps): string {
   }
   if (lever.status === "planned") return "On this device: not built yet.";
   if (lever.status === "experimental") return "On this device: off, the app does not use this lever yet.";
+  // A GPU lever the WebAssembly backend runs too (int8, whose CPU kernels are exact: no kernel check there).
+  if (lever.also_wasm && !caps.webgpu) return "On this device: on the CPU (WebAssembly) whenever your model's held-out loss on int8 matches f32's, checked before a sample.";
   const has = lever.backend === "wasm" ? caps.wasmSimd : lever.feature ? caps.features.includes(lever.feature) : caps.webgpu;
   // Its feature is here, but the GPU levers were gated without it: something else it needs is not (coop-matrix: shader-f16, a config).
   if (has && lever.backend === "webgpu" && caps.gpuChecked) return "On this device: off, this GPU adapter lacks something else its kernels need.";

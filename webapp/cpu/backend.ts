@@ -18,11 +18,18 @@
 // (attention_decode). Jobs of one row give the helper threads nothing, so they
 // stay asleep (threads.ts). trainStep and loss reuse the activations, so they
 // forget the cache, as setState does.
+//
+// With sampleInt8 set (the int8 sampling lever, after levers/int8 chooseInt8's held-out check),
+// a decode's products read an int8 copy of the weights instead (engine/quantize.ts int8Layout,
+// made from the parameters by packInt8 before the first such decode after they changed): each
+// input row is quantized once (quantize_rows) and each product summed exactly in i32
+// (matvec_i8), a quarter of the bytes. Prefill stays f32, as on the GPU.
 
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import { checkInterrupt } from "../engine/interrupt";
-import type { Backend, ModelConfig, ParamState, TrainConfig } from "../engine/types";
+import { int8Layout, packInt8 } from "../engine/quantize";
+import type { Backend, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../engine/types";
 import { ID as RELAXED_SIMD, gatedRelaxed } from "../levers/relaxed-simd/lever";
 import { workerUrl } from "../trusted";
 import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
@@ -56,7 +63,7 @@ export interface CpuBackendOptions {
 }
 
 /** A Backend on WebAssembly, saying which paths it runs on. */
-export interface CpuBackend extends Backend {
+export interface CpuBackend extends Backend, Int8Decoding {
   readonly threads: number;
   /** Running the relaxed-SIMD (fused multiply-add) build. */
   readonly relaxed: boolean;
@@ -78,6 +85,8 @@ const DEFAULT_ACTIVATION_BUDGET = 512 * 1024 * 1024;
 // two busy cores (Huge: one sequence; Tiny and Small: the whole batch).
 const JOB_FLOPS = 1e9;
 const NORM_BLOCK = 1024; // assembly sumsq's block
+/** The id of the int8 sampling lever (facts.levers), in paths while sampling runs on it. */
+const INT8 = "int8";
 
 /** Bump allocator over byte addresses, 64-byte aligned (SIMD loads and cache lines). */
 class Arena {
@@ -170,11 +179,17 @@ function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEF
   const norms = fixed.take(2 * normBlocks);
   const decayed = layout.filter((t) => t.decay);
   const decayRanges = fixed.take(2 * decayed.length);
+  // The int8 copy of the weights (its blocks on cache lines), and a decode's rows quantized:
+  // row r's K bytes at r * K (K up to 4 n_embd), its scale at r.
+  const int8 = int8Layout(model, 64);
+  const int8Words = fixed.take(int8.words);
+  const rowsQ = fixed.take((T * F) / 4), rowScales = fixed.take(T);
   const oneSeq = new Arena(0);
   layoutActs(model, 1, oneSeq);
   const jobFlops = T * (2 * C * (C + 2 * F) + 4 * T * C);
   const maxSeqs = Math.max(1, Math.min(Math.floor(activationBudget / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
-  return { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, actsBase: fixed.end, maxSeqs };
+  return { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, int8, int8Words, rowsQ, rowScales,
+    actsBase: fixed.end, maxSeqs };
 }
 
 /**
@@ -198,8 +213,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const instance = await WebAssembly.instantiate(module, { env: { memory } });
   const ex = instance.exports as unknown as Exports;
 
-  const { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, actsBase, maxSeqs } =
-    memoryPlan(model, ex.heap_base(), opts.activationBudget);
+  const { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, int8, int8Words, rowsQ, rowScales,
+    actsBase, maxSeqs } = memoryPlan(model, ex.heap_base(), opts.activationBudget);
   const F = 4 * C, V = model.vocab_size;
 
   let f32 = new Float32Array(0), i32 = new Int32Array(0), f64 = new Float64Array(0);
@@ -234,6 +249,22 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   // sequence's l.k and l.v, where prefill and decode left them. 0 when there are none: trainStep
   // and loss reuse those activations, and setState changes the parameters they came from.
   let cached = 0;
+  // The int8 decoding path: on or off, whether the copy predates the parameters, their version.
+  let sampleInt8 = false, int8Stale = true, paramsVersion = 0, int8RefreshMs = 0;
+  const int8Block = (name: string) => int8Words + int8.blocks.get(name)!.offset * 4;
+  /** The parameters changed: the int8 copy is stale, and they decode on it only once checked (levers/int8 chooseInt8). */
+  const paramsChanged = () => {
+    paramsVersion++;
+    int8Stale = true;
+    sampleInt8 = false;
+  };
+  const refreshInt8 = () => {
+    if (!int8Stale) return;
+    const t0 = performance.now();
+    packInt8(int8, (name) => f32.subarray(p(name) / 4, p(name) / 4 + tensor(name).size), new Uint32Array(memory.buffer, int8Words, int8.words));
+    int8Stale = false;
+    int8RefreshMs = performance.now() - t0;
+  };
 
   const actsFor = (seqs: number): Acts => {
     if (!acts || acts.seqs < seqs) {
@@ -271,9 +302,10 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
 
   /**
    * The kernels of one micro-batch of `rows` rows in sequences of T. With `lo` > 0 (one
-   * sequence) rows [0, lo) are the KV cache and the forward runs rows [lo, rows): a decode, one.
+   * sequence) rows [0, lo) are the KV cache and the forward runs rows [lo, rows): a decode, one,
+   * whose products read the int8 copy of the weights with `q8`.
    */
-  const passes = (a: Acts, rows: number, T: number, lo = 0) => {
+  const passes = (a: Acts, rows: number, T: number, lo = 0, q8 = false) => {
     const items = (rows / T) * H;
     /** A row-wise call: every one of these gives each thread the same rows. */
     const rowwise = (kernel: KernelName, args: number[]) => call(kernel, args, lo, rows);
@@ -292,6 +324,15 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     const biasGrad = (db: number, dout: number, M: number) => call("colsum", [db, dout, rows, M], 0, M / 4, 8);
     const lnParamGrads = (w: string, b: string, dout: number, x: number, mean: number, rstd: number) =>
       call("layernorm_param_grads", [g(w), g(b), dout, x, mean, rstd, rows, C], 0, C / 4);
+    /**
+     * out = c + inp @ the weight `name` + b: linear, or with q8 matvec_i8 on the weight's int8
+     * block, inp's rows quantized first unless `quantized` (q, k and v share ln1's).
+     */
+    const product = (out: number, inp: number, name: string, b: number, c: number, K: number, M: number, quantized = false) => {
+      if (!q8) return linear(out, inp, p(name), b, c, K, M);
+      if (!quantized) rowwise("quantize_rows", [rowsQ, rowScales, inp, K]);
+      rowwise("matvec_i8", [out, rowsQ, rowScales, int8Block(name), b, c, K, M]);
+    };
 
     /** Forward through every block; the final LayerNorm and head run on rows [headLo, rows). Leaves the last job open. */
     const forward = (headLo: number) => {
@@ -301,23 +342,26 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         const l = a.layers[i];
         const w = (name: string) => p(blk(i, name));
         rowwise("layernorm_forward", [l.ln1, l.ln1Mean, l.ln1Rstd, l.res, w("ln1.weight"), w("ln1.bias"), C, eps]);
-        linear(l.q, l.ln1, w("attn.q_proj.weight"), w("attn.q_proj.bias"), 0, C, C);
-        linear(l.k, l.ln1, w("attn.k_proj.weight"), w("attn.k_proj.bias"), 0, C, C);
-        linear(l.v, l.ln1, w("attn.v_proj.weight"), w("attn.v_proj.bias"), 0, C, C);
+        product(l.q, l.ln1, blk(i, "attn.q_proj.weight"), w("attn.q_proj.bias"), 0, C, C);
+        product(l.k, l.ln1, blk(i, "attn.k_proj.weight"), w("attn.k_proj.bias"), 0, C, C, true);
+        product(l.v, l.ln1, blk(i, "attn.v_proj.weight"), w("attn.v_proj.bias"), 0, C, C, true);
         sync();
         if (lo) rowwise("attention_decode", [l.y, l.att, l.q, l.k, l.v, T, C, H, scale]);
         else call("attention_forward", [l.y, l.att, a.attScratch, l.q, l.k, l.v, T, C, H, scale], 0, items, 1);
         sync();
         const out = i + 1 < model.n_layer ? a.layers[i + 1].res : a.res;
-        linear(l.mid, l.y, w("attn.o_proj.weight"), w("attn.o_proj.bias"), l.res, C, C);
+        product(l.mid, l.y, blk(i, "attn.o_proj.weight"), w("attn.o_proj.bias"), l.res, C, C);
         rowwise("layernorm_forward", [l.ln2, l.ln2Mean, l.ln2Rstd, l.mid, w("ln2.weight"), w("ln2.bias"), C, eps]);
-        linear(l.h, l.ln2, w("mlp.fc_in.weight"), w("mlp.fc_in.bias"), 0, C, F);
+        product(l.h, l.ln2, blk(i, "mlp.fc_in.weight"), w("mlp.fc_in.bias"), 0, C, F);
         rowwise("gelu_forward", [l.g, l.h, F]);
-        linear(out, l.g, w("mlp.fc_out.weight"), w("mlp.fc_out.bias"), l.mid, F, C);
+        product(out, l.g, blk(i, "mlp.fc_out.weight"), w("mlp.fc_out.bias"), l.mid, F, C);
       }
       if (headLo > lo) sync(); // the head's rows are cut differently from the blocks' rows
       call("layernorm_forward", [a.lnf, a.lnfMean, a.lnfRstd, a.res, p("ln_final.weight"), p("ln_final.bias"), C, eps], headLo, rows);
-      call("matmul", [a.logits, a.lnf, pT("token_embedding.weight"), 0, 0, C, 1, C, V], headLo, rows);
+      if (q8) {
+        rowwise("quantize_rows", [rowsQ, rowScales, a.lnf, C]);
+        rowwise("matvec_i8", [a.logits, rowsQ, rowScales, int8Block("token_embedding.weight"), 0, 0, C, V]);
+      } else call("matmul", [a.logits, a.lnf, pT("token_embedding.weight"), 0, 0, C, 1, C, V], headLo, rows);
     };
 
     /**
@@ -422,7 +466,22 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, ${relaxed ? "relaxed SIMD" : "SIMD"}`,
     threads: pool.threads,
     relaxed,
-    paths: [...(pool.threads > 1 ? ["threads"] : []), ...(relaxed ? [RELAXED_SIMD] : [])],
+    get paths() {
+      return [...(pool.threads > 1 ? ["threads"] : []), ...(relaxed ? [RELAXED_SIMD] : []), ...(sampleInt8 ? [INT8] : [])];
+    },
+    hasInt8: true,
+    get sampleInt8() {
+      return sampleInt8;
+    },
+    set sampleInt8(on: boolean) {
+      sampleInt8 = on;
+    },
+    get paramsVersion() {
+      return paramsVersion;
+    },
+    get int8RefreshMs() {
+      return int8RefreshMs;
+    },
     /** Everything lives in the one WebAssembly memory, which helper threads share. */
     get residentBytes() {
       return memory.buffer.byteLength;
@@ -439,6 +498,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       step = s.step;
       transposed = false;
       cached = 0;
+      paramsChanged();
     },
 
     async getState() {
@@ -460,6 +520,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         bc1, bc2, clip], 0, P, 64);
       sync(false);
       transposed = false;
+      paramsChanged();
       return loss;
     },
 
@@ -490,7 +551,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       if (t === model.block_size) throw new Error(`cpu backend decode: the cache is full (block_size ${t} tokens): prefill again`);
       const a = actsFor(1);
       i32[a.tokens / 4 + t] = token;
-      passes(a, t + 1, t + 1, t).forward(t);
+      if (sampleInt8) refreshInt8();
+      passes(a, t + 1, t + 1, t, sampleInt8).forward(t);
       sync();
       // Counted only now: an abandoned decode wrote nothing but row t, which the cache does not hold yet.
       cached = t + 1;

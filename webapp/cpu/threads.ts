@@ -22,7 +22,7 @@
 export const KERNELS = [
   "matmul", "transpose", "colsum", "zero", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
   "layernorm_param_grads", "attention_forward", "attention_decode", "attention_backward", "gelu_forward", "gelu_backward",
-  "crossentropy", "sumsq", "adamw",
+  "crossentropy", "sumsq", "adamw", "quantize_rows", "matvec_i8",
 ] as const;
 export type KernelName = (typeof KERNELS)[number];
 export type Kernels = Record<KernelName, (...args: number[]) => void>;

@@ -87,6 +87,24 @@ export interface Backend {
   dispose(): void;
 }
 
+/**
+ * A backend with an int8 decoding path (the int8 sampling lever: the WebGPU backend where its
+ * kernels passed their gate, the WebAssembly backend always), what levers/int8 chooseInt8 needs to
+ * check it on the current weights and turn it on.
+ */
+export interface Int8Decoding {
+  /** Whether it has the path. */
+  readonly hasInt8: boolean;
+  /** Decode on the int8 copy of the weights (prefill stays f32); settable only where `hasInt8`, and off again once the parameters change. */
+  sampleInt8: boolean;
+  /** Bumped whenever the parameters change (a training step, setState): the weights a check ran on. */
+  readonly paramsVersion: number;
+  /** How long the last refresh of the int8 copy took, in ms. */
+  readonly int8RefreshMs: number;
+  prefill(tokens: Int32Array): Promise<Float32Array>;
+  decode(token: number): Promise<Float32Array>;
+}
+
 /** How the next byte is drawn (SampleOptions' share of it). */
 export interface Draw {
   temperature: number; // 0: greedy (the argmax, lowest id on ties), no randomness used

@@ -1,8 +1,8 @@
 // The worker's one training session: the Trainer, its run in OPFS, the
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
-import { CheckpointError, DeviceLostError, GpuBackend, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
-import { chooseInt8 } from "../levers/int8/lever";
+import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
+import { chooseInt8, hasInt8Decoding } from "../levers/int8/lever";
 import type { GPTTrainer } from "../engine/index";
 import type { Plan } from "../engine/checkpoint";
 import type { ModelConfig, RunRecord, SampleOptions, TrainConfig } from "../engine/types";
@@ -487,7 +487,7 @@ export class Session {
       posted = performance.now();
     };
     try {
-      if (t.backend instanceof GpuBackend) await chooseInt8(t.backend, t.heldOut, t.model.block_size, (line) => console.info(line));
+      if (hasInt8Decoding(t.backend)) await chooseInt8(t.backend, t.heldOut, t.model.block_size, (line) => console.info(line));
       await t.sample(new TextEncoder().encode(prompt), options, (byte) => {
         n++;
         unsent.push(byte);

@@ -744,3 +744,126 @@ export function adamw(p: usize, g: usize, m: usize, v: usize, decayRanges: usize
     store<f32>(at(p, i), pi - lr * ((mi / bc1) / (Mathf.sqrt(vi / bc2) + eps) + wd * pi));
   }
 }
+
+// ---------------------------------------------------------------------------
+// int8 decoding (the int8 sampling lever on this backend, content/docs/kernels.md): a product's
+// weights are an int8 block (engine/quantize.ts int8Layout: N f32 channel scales, then N channels
+// of K int8 values, a channel contiguous along K) and its input row is quantized to int8 once
+// (quantize_rows). A channel's sum is exact in i32: products of values within [-127, 127] are
+// exact (i32x4.dot_i16x8_s over the values widened to i16), and K of them stay far inside i32
+// (127^2 * 1536 = 24.8 million for Huge's fc_out). Both builds run the same integer instructions
+// (no relaxed op), so they give the same bits; only the store rounds: sum * (row scale * channel
+// scale), then + bias, then + c.
+
+/**
+ * Rows r in [lo, hi) of x [rows, K] quantized as engine/quantize.ts quantizeRows does: scale =
+ * max|x| / 127 (0 for a row of zeros), q = round(x * (127 / max)) half to even, into q (K bytes a
+ * row) and scales (an f32 a row).
+ */
+export function quantize_rows(q: usize, scales: usize, x: usize, K: i32, lo: i32, hi: i32): void {
+  for (let r = lo; r < hi; r++) {
+    const xr = at(x, r * K);
+    const qr = q + <usize>r * <usize>K;
+    let mv = f32x4.splat(0);
+    let k = 0;
+    for (; k + 4 <= K; k += 4) mv = f32x4.max(mv, f32x4.abs(v128.load(at(xr, k))));
+    let amax = f32x4.extract_lane(hmax(mv), 0);
+    for (; k < K; k++) amax = max(amax, abs(load<f32>(at(xr, k))));
+    if (amax == 0) {
+      store<f32>(at(scales, r), 0);
+      memory.fill(qr, 0, <usize>K);
+      continue;
+    }
+    store<f32>(at(scales, r), amax / <f32>127);
+    const inv = <f32>127 / amax;
+    const iv = f32x4.splat(inv), lim = f32x4.splat(127), nlim = f32x4.splat(-127);
+    k = 0;
+    for (; k + 16 <= K; k += 16) {
+      const a = i32x4.trunc_sat_f32x4_s(f32x4.min(lim, f32x4.max(nlim, f32x4.nearest(f32x4.mul(v128.load(at(xr, k)), iv)))));
+      const b = i32x4.trunc_sat_f32x4_s(f32x4.min(lim, f32x4.max(nlim, f32x4.nearest(f32x4.mul(v128.load(at(xr, k + 4)), iv)))));
+      const c = i32x4.trunc_sat_f32x4_s(f32x4.min(lim, f32x4.max(nlim, f32x4.nearest(f32x4.mul(v128.load(at(xr, k + 8)), iv)))));
+      const d = i32x4.trunc_sat_f32x4_s(f32x4.min(lim, f32x4.max(nlim, f32x4.nearest(f32x4.mul(v128.load(at(xr, k + 12)), iv)))));
+      v128.store(qr + <usize>k, i8x16.narrow_i16x8_s(i16x8.narrow_i32x4_s(a, b), i16x8.narrow_i32x4_s(c, d)));
+    }
+    for (; k < K; k++) {
+      const v = min(<f32>127, max(<f32>-127, nearest(load<f32>(at(xr, k)) * inv)));
+      store<i8>(qr + <usize>k, <i8><i32>v);
+    }
+  }
+}
+
+/**
+ * 16 int8 weights w times the row's 16 values (xl, xh: widened to i16 once for the four channels
+ * of a pass), summed in pairs into 4 exact i32 lanes. Faster here than multiplying the int8 lanes
+ * in i16 (extmul, two products fit an i16) and widening those sums pairwise: a token's products
+ * took 1067 against 1743 us for Huge, 133 against 160 for Medium (one thread, best of 15).
+ */
+@inline function dot16(xl: v128, xh: v128, w: v128): v128 {
+  return i32x4.add(i32x4.dot_i16x8_s(xl, i16x8.extend_low_i8x16_s(w)), i32x4.dot_i16x8_s(xh, i16x8.extend_high_i8x16_s(w)));
+}
+
+/** The exact sum of a channel's K int8 products with the row, from k0 on (the tail a 16-wide loop left). */
+@inline function dotTail(x: usize, w: usize, k0: i32, K: i32): i32 {
+  let s = 0;
+  for (let k = k0; k < K; k++) s += <i32>load<i8>(x + <usize>k) * <i32>load<i8>(w + <usize>k);
+  return s;
+}
+
+/** The sums of a's, b's, c's and d's i32 lanes, in lanes 0 to 3. */
+@inline function hsum4i(a: v128, b: v128, c: v128, d: v128): v128 {
+  const ab = i32x4.add(v128.shuffle<i32>(a, b, 0, 4, 1, 5), v128.shuffle<i32>(a, b, 2, 6, 3, 7));
+  const cd = i32x4.add(v128.shuffle<i32>(c, d, 0, 4, 1, 5), v128.shuffle<i32>(c, d, 2, 6, 3, 7));
+  return i32x4.add(v128.shuffle<i32>(ab, cd, 0, 1, 4, 5), v128.shuffle<i32>(ab, cd, 2, 3, 6, 7));
+}
+
+/**
+ * out[r, n] = c[r, n] + bias[n] + sum_k q[r, k] * w_n[k] * (scales[r] * ws[n]) for rows r in
+ * [lo, hi) and every channel n of the int8 block w (N scales ws, then N channels of K bytes); q
+ * and scales as quantize_rows leaves them, c and bias 0 for none. Four channels a pass share each
+ * 16 bytes of the row loaded once; a channel left over (N not a multiple of 4) goes alone.
+ */
+export function matvec_i8(out: usize, q: usize, scales: usize, w: usize, bias: usize, c: usize, K: i32, N: i32,
+  lo: i32, hi: i32): void {
+  const kb = <usize>K;
+  const wq = w + (<usize>N << 2);
+  for (let r = lo; r < hi; r++) {
+    const x = q + <usize>r * kb;
+    const sx = load<f32>(at(scales, r));
+    const o = at(out, r * N);
+    const cr = c ? at(c, r * N) : 0;
+    let n = 0;
+    for (; n + 4 <= N; n += 4) {
+      const w0 = wq + <usize>n * kb, w1 = w0 + kb, w2 = w1 + kb, w3 = w2 + kb;
+      let a0 = i32x4.splat(0), a1 = a0, a2 = a0, a3 = a0;
+      let k = 0;
+      for (; k + 16 <= K; k += 16) {
+        const xv = v128.load(x + <usize>k);
+        const xl = i16x8.extend_low_i8x16_s(xv), xh = i16x8.extend_high_i8x16_s(xv);
+        a0 = i32x4.add(a0, dot16(xl, xh, v128.load(w0 + <usize>k)));
+        a1 = i32x4.add(a1, dot16(xl, xh, v128.load(w1 + <usize>k)));
+        a2 = i32x4.add(a2, dot16(xl, xh, v128.load(w2 + <usize>k)));
+        a3 = i32x4.add(a3, dot16(xl, xh, v128.load(w3 + <usize>k)));
+      }
+      let sums = hsum4i(a0, a1, a2, a3);
+      if (k < K) sums = i32x4.add(sums, i32x4(dotTail(x, w0, k, K), dotTail(x, w1, k, K), dotTail(x, w2, k, K), dotTail(x, w3, k, K)));
+      let y = f32x4.mul(f32x4.convert_i32x4_s(sums), f32x4.mul(f32x4.splat(sx), v128.load(at(w, n))));
+      if (bias) y = f32x4.add(y, v128.load(at(bias, n)));
+      if (cr) y = f32x4.add(y, v128.load(at(cr, n)));
+      v128.store(at(o, n), y);
+    }
+    for (; n < N; n++) {
+      const wn = wq + <usize>n * kb;
+      let a = i32x4.splat(0);
+      let k = 0;
+      for (; k + 16 <= K; k += 16) {
+        const xv = v128.load(x + <usize>k);
+        a = i32x4.add(a, dot16(i16x8.extend_low_i8x16_s(xv), i16x8.extend_high_i8x16_s(xv), v128.load(wn + <usize>k)));
+      }
+      const sum = i32x4.extract_lane(a, 0) + i32x4.extract_lane(a, 1) + i32x4.extract_lane(a, 2) + i32x4.extract_lane(a, 3) + dotTail(x, wn, k, K);
+      let y = <f32>sum * (sx * load<f32>(at(w, n)));
+      if (bias) y += load<f32>(at(bias, n));
+      if (cr) y += load<f32>(at(cr, n));
+      store<f32>(at(o, n), y);
+    }
+  }
+}

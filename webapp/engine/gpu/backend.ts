@@ -3,7 +3,7 @@
 // grad norm, clip, AdamW) whose loss is copied to a mappable buffer and read
 // asynchronously, so several steps can be in flight.
 
-import type { Backend, Draw, ModelConfig, ParamState, TrainConfig } from "../types";
+import type { Backend, Draw, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../types";
 import { checkModelConfig } from "../model";
 import { type GpuContext, DeviceWatch, requestGpu } from "./device";
 import { floatToHalf } from "../f16";
@@ -11,7 +11,8 @@ import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { Graph, type ParamBuffers } from "./graph";
 import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
 import { type AnyOp, F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
-import { type Int8Layout, int8Layout, recordInt8Copy } from "./int8";
+import { type Int8Layout, int8Layout } from "../quantize";
+import { recordInt8Copy } from "./int8";
 
 /** Steps submitted but not yet read back; more would only queue CPU-side work. */
 const MAX_IN_FLIGHT = 3;
@@ -119,7 +120,7 @@ export const int8Fits = (model: ModelConfig, kernels: KernelTable) => model.n_em
 /** The id of the int8 sampling lever (facts.levers), in Backend.paths while sampling runs on it. */
 const INT8 = "int8";
 
-export class GpuBackend implements Backend {
+export class GpuBackend implements Backend, Int8Decoding {
   readonly kind = "webgpu" as const;
   readonly device: string;
   /** Resolves if the device is lost (the worker offers to resume from a checkpoint). */

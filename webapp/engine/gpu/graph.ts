@@ -9,7 +9,8 @@ import { FACTS } from "../model";
 import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
-import { type Int8Layout, int8Binding, int8Span } from "./int8";
+import type { Int8Layout } from "../quantize";
+import { int8Binding, int8Span } from "./int8";
 
 const EPS = FACTS.model.layernorm_eps;
 // Gradients summed over every position of the batch (a weight gradient's K, the rows of a bias

@@ -11,12 +11,12 @@ import { test } from "node:test";
 import { gpu, noGpu } from "../../engine/test/dawn";
 import { createGpuBackend, type GpuBackend } from "../../engine/gpu/backend";
 import { requestGpu } from "../../engine/gpu/device";
-import { blockWords, int8Layout, packInt8, recordInt8Copy } from "../../engine/gpu/int8";
+import { recordInt8Copy } from "../../engine/gpu/int8";
 import { ACCUMULATE, BIAS, F32_KERNELS, type KernelTable } from "../../engine/gpu/kernels";
 import { gpuLayout, toGpuOrder } from "../../engine/gpu/layout";
 import { Pipelines, Recorder, dispatchOnce, encode } from "../../engine/gpu/recorder";
 import { defaultTrainConfig, initParams, tensorLayout } from "../../engine/model";
-import { quantizeRows } from "../../engine/quantize";
+import { blockWords, int8Layout, packInt8, quantizeRows } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
 import type { ModelConfig } from "../../engine/types";
 import { configureGates } from "../gate";
@@ -111,7 +111,7 @@ async function copyMismatches(table: Partial<KernelTable>): Promise<{ mismatches
   for (const b of [paramBuf, buffer, staging]) b.destroy();
   r.destroy();
 
-  const cpuWords = packInt8(int8, layout, params);
+  const cpuWords = packInt8(int8, (name) => { const t = layout.byName.get(name)!; return params.subarray(t.gpuOffset, t.gpuOffset + t.size); });
   const [gpuScales, cpuScales] = [gpuWords, cpuWords].map((w) => new Float32Array(w.buffer));
   const [gpuQ, cpuQ] = [gpuWords, cpuWords].map((w) => new Int8Array(w.buffer));
   const mismatches: string[] = [];

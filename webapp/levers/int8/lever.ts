@@ -8,16 +8,18 @@
 // - the quantized model, whenever the weights change before sampling: the mean cross-entropy of
 //   held-out text, teacher-forced through the int8 decoding path (on the copy its ops made) and the f32 one, within
 //   facts.gate.int8_loss_rel_tolerance. Where either fails, sampling stays on f32.
+// The WebAssembly backend has an int8 decoding path too (cpu/assembly/index.ts matvec_i8: the same
+// copy, made on the CPU by quantize.ts packInt8, and exact integer sums in both of its builds, so it
+// has no kernel gate); the held-out check (chooseInt8, on any Int8Decoding) stands before it alike.
 
 import matvecInt8 from "../../../.cache/wgsl/levers/int8/matvec.wgsl";
 import facts from "../../../tinygpt/facts.json";
 import { describeAdapter, type GpuContext, requestGpu } from "../../engine/gpu/device";
-import type { GpuBackend } from "../../engine/gpu/backend";
-import { blockWords } from "../../engine/gpu/int8";
 import { BIAS, ACCUMULATE, F32_KERNELS, type AddedKernels, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
 import { dispatchOnce } from "../../engine/gpu/recorder";
-import { dequantizeRows, quantizeRows, transpose } from "../../engine/quantize";
+import { blockWords, dequantizeRows, quantizeRows, transpose } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
+import type { Int8Decoding } from "../../engine/types";
 import { type GateErrors, type Outcome, type Verdict, browserVersion, describeErrors, gate, gateErrors, shaderHash, withinBudget, worst } from "../gate";
 
 export const ID = "int8";
@@ -133,7 +135,7 @@ export function checkWindows(heldOut: Uint8Array, blockSize: number): Int32Array
 }
 
 /** Mean cross-entropy of each window's tokens after the first, teacher-forced through the backend's decoding path. */
-async function decodedLoss(backend: GpuBackend, windows: Int32Array[]): Promise<number> {
+async function decodedLoss(backend: Int8Decoding, windows: Int32Array[]): Promise<number> {
   let sum = 0, n = 0;
   for (const w of windows) {
     let logits = await backend.prefill(w.subarray(0, 1));
@@ -152,7 +154,7 @@ async function decodedLoss(backend: GpuBackend, windows: Int32Array[]): Promise<
  * Whether decoding on int8 keeps the model's held-out loss within facts.gate.int8_loss_rel_tolerance
  * of the f32 decoding path on the backend's current weights; leaves `sampleInt8` as it found it.
  */
-export async function int8LossAgrees(backend: GpuBackend, heldOut: Uint8Array, blockSize: number): Promise<Outcome> {
+export async function int8LossAgrees(backend: Int8Decoding, heldOut: Uint8Array, blockSize: number): Promise<Outcome> {
   const windows = checkWindows(heldOut, blockSize);
   const was = backend.sampleInt8;
   try {
@@ -168,14 +170,17 @@ export async function int8LossAgrees(backend: GpuBackend, heldOut: Uint8Array, b
   }
 }
 
-// The weights each backend's check ran on (GpuBackend.paramsVersion) and its outcome.
-const checked = new WeakMap<GpuBackend, { version: number; pass: boolean }>();
+/** Whether `backend` has an int8 decoding path to choose (the WebGPU and WebAssembly backends). */
+export const hasInt8Decoding = <B extends object>(backend: B): backend is B & Int8Decoding => "sampleInt8" in backend && "hasInt8" in backend;
+
+// The weights each backend's check ran on (Int8Decoding.paramsVersion) and its outcome.
+const checked = new WeakMap<Int8Decoding, { version: number; pass: boolean }>();
 
 /**
  * Before sampling: sampling on int8 where the backend has the path and its held-out loss check
  * passes on the current weights (run once per version of them, one console line each), else on f32.
  */
-export async function chooseInt8(backend: GpuBackend, heldOut: Uint8Array | null, blockSize: number, log: (line: string) => void): Promise<void> {
+export async function chooseInt8(backend: Int8Decoding, heldOut: Uint8Array | null, blockSize: number, log: (line: string) => void): Promise<void> {
   if (!backend.hasInt8 || !heldOut || heldOut.length < 2) {
     backend.sampleInt8 = false;
     return;
