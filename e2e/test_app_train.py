@@ -53,7 +53,7 @@ def test_tiny_trains_on_webgpu(open_page, browser):
 
 
 def test_tiny_trains_on_cpu_then_export_import_and_corrupt_file(open_page, browser_no_webgpu, dist, tmp_path):
-    visit = open_app(open_page, browser_no_webgpu)
+    visit = open_app(open_page, browser_no_webgpu, seed=20261203)  # the greedy bytes below depend on the weights
     page = visit.page
     expect(page.locator("#caps")).to_have_attribute("data-webgpu", "no")
     configure(page, steps=STEPS, eval_every=50, save_every=100)
@@ -104,13 +104,16 @@ def test_tiny_trains_on_cpu_then_export_import_and_corrupt_file(open_page, brows
         expect(page.locator("#messages .message-error").first).to_contain_text("The current model is unchanged")
     assert sample(page, "KING:", temperature=0, top_k=0, length=40, timeout=60)[0] == greedy
 
-    # Reset, import the export: the same model answers the same greedy prompt.
+    # Reset, import the export: the same model answers the same greedy prompt. An imported model
+    # has no corpus to check int8 on, so it samples on f32, and this seeded run's 40 greedy bytes
+    # are the same on both paths (no near tie among them: the run is deterministic).
     page.click("#btn-reset")
     wait_state(page, "empty", 15)
     page.set_input_files("#import-file", str(exported))
     wait_state(page, "ready", 30)
     expect(page.locator("#stat-step")).to_contain_text(str(STEPS))
     assert sample(page, "KING:", temperature=0, top_k=0, length=40, timeout=60)[0] == greedy
+    expect(page.locator("#sample-tps")).not_to_contain_text("+int8")
 
     # With a trained model, saved runs, stats and samples on it, the page still fits a phone.
     page.set_viewport_size({"width": 360, "height": 740})
