@@ -27,7 +27,7 @@ import facts from "../../tinygpt/facts.json";
 import { GATE_SHAPES, type GateShape } from "./shapes";
 
 export { GATE_SHAPES, type GateShape };
-import { type GateErrors, type Outcome, type Verdict, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
+import { type GateErrors, type Outcome, type Verdict, type VerdictKey, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
 import { COOP_MATRIX } from "./coop-matrix/lever";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
@@ -168,6 +168,15 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
   return { failure, errors: worst(...measured) };
 }
 
+/**
+ * The key a GPU table's verdict is remembered under: the adapter, the browser, and each kernel's
+ * entry, constants and module beside the plain module it is held to (none for an op it adds).
+ */
+export async function tableKey(adapter: GPUAdapter, kernels: Partial<KernelTable>): Promise<VerdictKey> {
+  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
+  return { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
+}
+
 /** What the WebGPU backend runs on an adapter: every GPU lever's verdict, and the tables and features of those that passed. */
 export interface GpuLevers {
   verdicts: Record<string, Verdict>;
@@ -198,10 +207,7 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
     const kernels = tableOn(lever, adapter, wgsl);
     if (!kernels) continue;
     const features = leverFeatures(lever);
-    // The variants and the plain kernels they are held to.
-    const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op].source}`).sort();
-    const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
-    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, kernels, features, lever.shapes));
+    const verdict = await gate(lever.id, await tableKey(adapter, kernels), () => kernelTableAgrees(on, kernels, features, lever.shapes));
     out.verdicts[lever.id] = lever.describe ? { ...verdict, detail: lever.describe(adapter) } : verdict;
     if (verdict.pass) {
       Object.assign(out.kernels, kernels);

@@ -14,13 +14,14 @@
 
 import matvecInt8 from "../../../.cache/wgsl/levers/int8/matvec.wgsl";
 import facts from "../../../tinygpt/facts.json";
-import { describeAdapter, type GpuContext, requestGpu } from "../../engine/gpu/device";
-import { BIAS, ACCUMULATE, F32_KERNELS, type AddedKernels, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
+import { type GpuContext, requestGpu } from "../../engine/gpu/device";
+import { BIAS, ACCUMULATE, F32_KERNELS, type AddedKernels, type KernelTable, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
 import { dispatchOnce } from "../../engine/gpu/recorder";
 import { blockWords, dequantizeRows, quantizeRows, transpose } from "../../engine/quantize";
 import { Rng } from "../../engine/rng";
 import type { Int8Decoding } from "../../engine/types";
-import { type GateErrors, type Outcome, type Verdict, browserVersion, describeErrors, gate, gateErrors, shaderHash, withinBudget, worst } from "../gate";
+import { type GateErrors, type Outcome, type Verdict, describeErrors, gate, gateErrors, withinBudget, worst } from "../gate";
+import { tableKey } from "../gpu";
 
 export const ID = "int8";
 export const WGSL_FEATURE = "packed_4x8_integer_dot_product";
@@ -111,9 +112,7 @@ export const int8On = (wgsl: ReadonlySet<string>): Partial<KernelTable> | null =
 export async function gatedInt8(on: { gpu: GPU } | { context: GpuContext }, adapter: GPUAdapter, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<{ verdict: Verdict; kernels: Partial<KernelTable> | null } | null> {
   const kernels = int8On(wgsl);
   if (!kernels) return null;
-  const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
-  const key = { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
-  const verdict = await gate(ID, key, async () => {
+  const verdict = await gate(ID, await tableKey(adapter, kernels), async () => {
     const context = "context" in on ? on.context : await requestGpu(on.gpu);
     try {
       return await int8KernelsAgree(context.device, kernels);
