@@ -28,6 +28,7 @@ import { GATE_SHAPES, type GateShape } from "./shapes";
 
 export { GATE_SHAPES, type GateShape };
 import { type GateErrors, type Outcome, type Verdict, type VerdictKey, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
+import { COOP_ATTENTION } from "./coop-attention/lever";
 import { COOP_MATRIX } from "./coop-matrix/lever";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
@@ -61,9 +62,10 @@ export const GPU_LEVERS: GpuLever[] = [SUBGROUPS, COOP_MATRIX];
  * Levers built but not shipped (facts.levers status "experimental"): the app never runs them; the
  * benchmarks and the CLI take them when named. On the H200 through Dawn (content/data/): storage-f16
  * passes its gate and its release curve but trains slower than the plain kernels (unpacking the
- * halves costs more than their bytes save); shader-f16 fails its gate (its gradients).
+ * halves costs more than their bytes save); shader-f16 fails its gate (its gradients); coop-attention
+ * passes its gate but its kernels are slower than the plain ones.
  */
-export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16];
+export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, COOP_ATTENTION];
 
 /** Every lever built, shipped or experimental: what a benchmark may name. */
 export const BUILT_LEVERS = [...GPU_LEVERS, ...EXPERIMENTAL_LEVERS];

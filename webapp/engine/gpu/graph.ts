@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 import type { Int8Layout } from "../quantize";
@@ -311,7 +311,7 @@ export class Graph {
       this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, { M: BT, K: C, N: C });
       this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, { M: BT, K: C, N: C });
       this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, { M: BT, K: C, N: C });
-      r.op("attention_forward", { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
+      r.op(attentionOp(this.kernels, "attention_forward", C / n_head), { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
       this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
       r.op("residual_add", { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
       this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
@@ -427,8 +427,8 @@ export class Graph {
       this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, { M: BT, K: C, N: C });
       const sizes = { B, T, C, n_head };
       r.op("attention_backward_delta", sizes, { 6: d.att, 11: a.att, 7: d.delta });
-      r.op("attention_backward_dq", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
-      r.op("attention_backward_dkdv", sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
+      r.op(attentionOp(this.kernels, "attention_backward_dq", C / n_head), sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
+      r.op(attentionOp(this.kernels, "attention_backward_dkdv", C / n_head), sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
       this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, { M: BT, K: C, N: C });
       this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, { M: BT, K: C, N: C }, true);
       this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, true);

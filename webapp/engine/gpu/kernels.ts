@@ -147,10 +147,16 @@ export type Op = keyof typeof F32_KERNELS;
 /**
  * Ops no plain kernel runs, so no lever replaces them: a lever's table adds them. The int8 lever's
  * making of its weight copy from the f32 parameters (levers/int8; a [K, N] weight, nn, or [N, K], nt).
+ * The coop-attention lever's attention on heads of at most its constants.HEAD columns, which the
+ * graph runs in place of the plain op of the same name without "_matrix" (attentionOp); wider heads
+ * keep the plain one.
  */
 export interface AddedKernels {
   int8_quantize_nn?: Kernel;
   int8_quantize_nt?: Kernel;
+  attention_forward_matrix?: Kernel;
+  attention_backward_dq_matrix?: Kernel;
+  attention_backward_dkdv_matrix?: Kernel;
 }
 /** Any op a table can hold: what recorders record and pipelines compile. */
 export type AnyOp = Op | keyof AddedKernels;
@@ -174,6 +180,14 @@ export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
   if (!vec4) return `matmul_${o}`;
   if (M === 1 && o !== "tn") return `matvec_${o}`;
   return ceil(M, 128) * ceil(N, 128) < 128 ? `matmul_vec4_${o}_64` : `matmul_vec4_${o}`;
+}
+
+type AttentionOp = "attention_forward" | "attention_backward_dq" | "attention_backward_dkdv";
+
+/** An attention op of a table for heads of D columns: its matrix-unit variant where the table has one for D, else the plain op. */
+export function attentionOp(kernels: KernelTable, op: AttentionOp, D: number): AnyOp {
+  const matrix = kernels[`${op}_matrix`];
+  return matrix && D <= matrix.constants.HEAD ? `${op}_matrix` : op;
 }
 
 /** The weight-gradient kernel of a table for C[M,N] = Aᵀ·B over K rows: matmulOp's, or the 128 block from its `fromK` on. */

@@ -84,14 +84,23 @@ export interface MatrixAdapter {
 }
 
 /**
- * The table for an adapter, or null where it cannot run: no built config among those it reports,
- * a subgroup size that may vary between dispatches (the kernels count on BLOCK / 16 subgroups),
- * one outside 16 to 128, or limits below a 128 block's workgroup.
+ * The one subgroup size subgroup-matrix kernels run on with this adapter, or null where they cannot
+ * run: no built config among those it reports, a size that may vary between dispatches (a
+ * workgroup counts on a fixed number of subgroups), or one outside 16 to 128.
  */
-export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable> | null {
+export function matrixSubgroupSize(info: MatrixInfo): number | null {
   const size = info.subgroupMinSize;
   if (!size || size !== info.subgroupMaxSize || size < 16 || size > 128 || !chooseConfig(info.subgroupMatrixConfigs ?? [])) return null;
-  if ((128 / 16) * size > limits.maxComputeInvocationsPerWorkgroup) return null;
+  return size;
+}
+
+/**
+ * The table for an adapter, or null where it cannot run: no subgroup size for matrices
+ * (matrixSubgroupSize), or limits below a 128 block's workgroup.
+ */
+export function coopTable({ info, limits }: MatrixAdapter): Partial<KernelTable> | null {
+  const size = matrixSubgroupSize(info);
+  if (!size || (128 / 16) * size > limits.maxComputeInvocationsPerWorkgroup) return null;
   return coopKernels(size, limits.maxComputeWorkgroupStorageSize);
 }
 
@@ -101,15 +110,20 @@ export function describeCoop(info: MatrixInfo): string {
   return `${c.componentType} × ${c.componentType} → ${c.resultComponentType} tiles of ${c.M}×${c.N}×${c.K}, subgroups of ${info.subgroupMinSize}`;
 }
 
+/** What a lever on subgroup matrices needs of an adapter and says it runs there (coop-attention's too). */
+export const MATRIX_NEEDS = {
+  feature: "chromium-experimental-subgroup-matrix" as GPUFeatureName,
+  alsoNeeds: ["shader-f16", "subgroups"] as GPUFeatureName[],
+  wgslFeatures: ["subgroup_id"],
+  describe: (adapter: GPUAdapter) => describeCoop(adapter.info as MatrixInfo),
+  f16: true,
+};
+
 export const COOP_MATRIX = {
   id: ID,
-  feature: "chromium-experimental-subgroup-matrix" as GPUFeatureName,
-  alsoNeeds: ["shader-f16", "subgroups"],
-  wgslFeatures: ["subgroup_id"],
+  ...MATRIX_NEEDS,
   forAdapter: (adapter) => coopTable({ info: adapter.info as MatrixInfo, limits: adapter.limits }),
-  describe: (adapter) => describeCoop(adapter.info as MatrixInfo),
   // The wide shape (8192 rows: the 128 blocks, the weight gradients' too) and the first small one
   // (its weight gradients' 64 blocks); the 20-step curve trains on the first.
   shapes: [WIDE_SHAPE, GATE_SHAPES[0]],
-  f16: true,
 } satisfies GpuLever;
