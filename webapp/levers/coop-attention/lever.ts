@@ -2,8 +2,8 @@
 // and dK/dV on the GPU's matrix units (shaders/levers/coop-attention/attention.wgsl), for heads of
 // up to 64 columns (the graph keeps wider ones on the plain kernels: kernels.ts attentionOp), on
 // the adapters the coop-matrix lever runs on (the same config and one subgroup size). Correct to
-// f16 rounding, but slower than the plain kernels on the H200 (content/docs/kernels.md), so the
-// app does not run it; the CLIs and benchmarks take it when named.
+// f16 rounding, but no faster than the plain kernels on the H200 (content/docs/kernels.md), so
+// the app does not run it; the CLIs and benchmarks take it when named.
 
 import attention from "../../../.cache/wgsl/levers/coop-attention/attention.wgsl";
 import { type AddedKernels, F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
