@@ -29,6 +29,7 @@ from tinygpt import model  # noqa: E402
 from tinygpt.site_build.node import build_cli, dawn_env  # noqa: E402
 from tinygpt.facts import FACTS, preset  # noqa: E402
 from machine import cuda_torch  # noqa: E402
+from lever_curves import GPU_LEVERS  # noqa: E402  (the levers that change training)
 
 CLI = ROOT / "dist-cli" / "train.js"
 WARMUP = 3
@@ -45,7 +46,6 @@ def corpus(path: Path, size: int = 4 << 20) -> Path:
     return path
 
 
-GPU_LEVERS = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu"]
 SHIPPED = {lever["id"] for lever in FACTS["levers"] if lever["status"] == "shipped"}
 # PyTorch as its users run it: the fp32 yardstick, TF32 matmuls, bf16 autocast.
 TORCH_MODES = {"pytorch_eager_fp32": "PyTorch eager fp32 (TF32 off)", "pytorch_tf32": "PyTorch TF32",

@@ -245,18 +245,27 @@ def test_matvec_nn_runs_several_products_of_one_row_at_strides(rng, entry):
     assert (out[:, N:] == 0).all(), "an output's padding was written"
 
 
-@pytest.mark.parametrize("M,N", [(1, 1), (37, 65), (1000, 130)])
-def test_colsum(rng, M, N):
+# colsum for any N, and colsum_vec4 (matmul_vec4.wgsl) where N is a multiple of 4: rows fewer than its
+# 16 lanes, and runs long enough for its loop of four loads in flight, with a remainder.
+COLSUMS = [("matmul", "colsum", M, N) for M, N in [(1, 1), (37, 65), (1000, 130)]]
+COLSUMS += [("matmul_vec4", "colsum_vec4", M, N) for M, N in [(1, 4), (37, 68), (1000, 132), (333, 1536)]]
+
+
+@pytest.mark.parametrize("shader,entry,M,N", COLSUMS)
+def test_colsum(rng, shader, entry, M, N):
     A, C0 = randn(rng, M, N), randn(rng, N)
     groups = (-(-N // 64), 1, 1)
-    out = gpu.run("matmul", "colsum", mm_params(M, N, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
+    out = gpu.run(shader, entry, mm_params(M, N, 0), {1: A, 4: nans(N)}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0))
-    out = gpu.run("matmul", "colsum", mm_params(M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
+    out = gpu.run(shader, entry, mm_params(M, N, 0, 2), {1: A, 4: C0}, groups, out=[4])[4]
     check("matmul", out, A.astype(np.float64).sum(0) + C0)
-    # Split over S runs of rows (the engine does this for many rows): S partial sums per column.
+    # Split over S runs of rows (the engine does this for many rows): S partial sums per column,
+    # each its own run's.
     S = min(M, 7)
-    out = gpu.run("matmul", "colsum", mm_params(M, N, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
-    check("matmul", out.reshape(S, N).astype(np.float64).sum(0), A.astype(np.float64).sum(0))
+    out = gpu.run(shader, entry, mm_params(M, N, 0), {1: A, 4: nans(S, N)}, (groups[0], S, 1), out=[4])[4]
+    run = -(-M // S)
+    for s, part in enumerate(out.reshape(S, N)):
+        check("matmul", part, A[s * run:(s + 1) * run].astype(np.float64).sum(0), floor=1.0)
 
 
 # ---------------------------------------------------------------------------- layernorm

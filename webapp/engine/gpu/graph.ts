@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, colsumOp, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 import type { Int8Layout } from "../quantize";
@@ -160,7 +160,7 @@ export class Graph {
 
   /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
   private colsumSplits(rows: number, N: number): number {
-    return this.splits("colsum", { M: rows, N, K: 0, flags: 0 }, rows, N);
+    return this.splits(colsumOp(N), { M: rows, N, K: 0, flags: 0 }, rows, N);
   }
 
   /** Runs the rows are cut into for LayerNorm's parameter gradients. */
@@ -261,19 +261,19 @@ export class Graph {
     }
     const partials = this.partials(S * M * N);
     r.op(op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
-    r.op("colsum", { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    r.op(colsumOp(M * N), { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
   private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
     const S = this.colsumSplits(rows, N);
     if (S === 1) {
-      r.op("colsum", { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
+      r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
       return;
     }
     const partials = this.partials(S * N);
-    r.op("colsum", { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
-    r.op("colsum", { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
+    r.op(colsumOp(N), { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer, rows = this.B * this.model.block_size): void {
@@ -290,8 +290,8 @@ export class Graph {
       const pw = this.partials(S * sizes.C);
       const pb = this.partials(S * sizes.C, this.lnBiasOffset(S));
       r.op("layernorm_backward_params", { ...sizes, splits: S }, { 1: x, 5: mean, 6: rstd, 7: dout, 9: pw, 10: pb });
-      r.op("colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
-      r.op("colsum", { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
+      r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
+      r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
     }
     r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }
@@ -441,7 +441,7 @@ export class Graph {
     } else {
       const partials = this.partials(S * V * C);
       r.op("embedding_backward_wte", { B, T, C, V, flags: 0, splits: S }, { 1: this.tokens, 5: d.res, 6: partials });
-      r.op("colsum", { M: S, N: V * C, K: 0, flags: ACCUMULATE }, { 1: partials, 4: dwte });
+      r.op(colsumOp(V * C), { M: S, N: V * C, K: 0, flags: ACCUMULATE }, { 1: partials, 4: dwte });
     }
     r.op("embedding_backward_wpe", { B, T, C, V, flags: 0 }, { 5: d.res, 7: this.g("position_embedding.weight") });
   }

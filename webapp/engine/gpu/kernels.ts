@@ -117,6 +117,7 @@ export const F32_KERNELS = {
   matvec_nt_ln: rowProduct("matvec_nt_ln"),
   // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
+  colsum_vec4: kernel("matmul_vec4", "colsum_vec4", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
   layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
@@ -180,6 +181,11 @@ export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
   if (!vec4) return `matmul_${o}`;
   if (M === 1 && o !== "tn") return `matvec_${o}`;
   return ceil(M, 128) * ceil(N, 128) < 128 ? `matmul_vec4_${o}_64` : `matmul_vec4_${o}`;
+}
+
+/** The column-sum kernel for N columns: the vec4 one where N is a multiple of 4. */
+export function colsumOp(N: number): "colsum" | "colsum_vec4" {
+  return N % 4 === 0 ? "colsum_vec4" : "colsum";
 }
 
 type AttentionOp = "attention_forward" | "attention_backward_dq" | "attention_backward_dkdv";
