@@ -35,6 +35,10 @@
 
 const SLOTS = MAX_HEAD_DIM / 16u; // head columns tx + 16c per invocation, c < SLOTS
 const_assert SLOTS == 8u; // shifted_slots and accumulate are written out for 8
+// The widest head this pipeline takes (the kernel table's _64 ops set 64): every use of the upper
+// four slots is behind a test of it, so a compiler drops them and their registers. Huge's heads
+// of 64 columns ran with registers for 128 before.
+override HEAD: u32 = MAX_HEAD_DIM;
 const BLOCK = 64u;
 const DK = 16u; // head columns per score step
 
@@ -55,7 +59,7 @@ const AT_X = 512u;
 
 // Heads wider than 64 stage the output operand in two halves.
 fn wide() -> bool {
-  return head_dim() > 64u;
+  return HEAD > 64u && head_dim() > 64u;
 }
 
 // Score step, rows operand, staged at AT_ROWS + lid: rows r0 + 4g .. r0 + 4g + 3 at head column
@@ -153,7 +157,8 @@ fn shifted(s: array<vec4<f32>, 4>) -> array<vec4<f32>, 4> {
   return array<vec4<f32>, 4>(s[1], s[2], s[3], s[0]);
 }
 
-// The same for the output slots, so the final stores also index them by a constant.
+// The same for the output slots, so the final stores also index them by a constant. Those loops
+// run HEAD / 16 times: unrolled, the slots past the head are never read.
 fn shifted_slots(o: array<vec4<f32>, SLOTS>) -> array<vec4<f32>, SLOTS> {
   return array<vec4<f32>, SLOTS>(o[1], o[2], o[3], o[4], o[5], o[6], o[7], o[0]);
 }
@@ -187,12 +192,12 @@ fn accumulate(acc: array<vec4<f32>, SLOTS>, ty: u32, tx: u32) -> array<vec4<f32>
     r[2] = x[0];
     r[3] = x[1];
   }
-  if (D > 64u) {
+  if (HEAD > 64u && D > 64u) {
     x = product(2u, ty, tx, r[4], r[5]);
     r[4] = x[0];
     r[5] = x[1];
   }
-  if (D > 96u) {
+  if (HEAD > 96u && D > 96u) {
     x = product(3u, ty, tx, r[6], r[7]);
     r[6] = x[0];
     r[7] = x[1];
@@ -320,7 +325,7 @@ fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
   }
   let sum = across_row(lid, l, false);
   let r0 = q0 + ty * 4u;
-  for (var c = 0u; c < SLOTS; c++) {
+  for (var c = 0u; c < HEAD / 16u; c++) {
     let f = out_at(h, r0, tx, c);
     for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { y[f.at[i]] = o[0][i] / sum[i]; } }
     o = shifted_slots(o);
@@ -380,7 +385,7 @@ fn attention_backward_dq(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_in
       workgroupBarrier();
     }
   }
-  for (var c = 0u; c < SLOTS; c++) {
+  for (var c = 0u; c < HEAD / 16u; c++) {
     let f = out_at(h, q0 + ty * 4u, tx, c);
     for (var i = 0u; i < 4u; i++) { if (f.ok[i]) { dq[f.at[i]] = acc[0][i] * h.scale; } }
     acc = shifted_slots(acc);
@@ -429,7 +434,7 @@ fn attention_backward_dkdv(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_
       workgroupBarrier();
     }
   }
-  for (var c = 0u; c < SLOTS; c++) {
+  for (var c = 0u; c < HEAD / 16u; c++) {
     let f = out_at(h, k0 + ty * 4u, tx, c);
     for (var i = 0u; i < 4u; i++) {
       if (f.ok[i]) {

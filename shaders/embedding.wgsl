@@ -8,10 +8,13 @@
 // embedding_backward_wte  dwte[v,c] = sum over positions i with tokens[i] == v of dout[i,c]
 //   (+ dwte[v,c] with ACCUMULATE: the tied head's gradient may already be there).
 //   bindings 0 params, 1 tokens, 5 dout [B,T,C] (read), 6 dwte [V,C] (read_write).
-//   workgroup 64 (columns); dispatch (ceil(C/64), V, S). Each workgroup scans the positions for
-//   its token, one after another: with S > 1 the positions are cut into S runs and workgroup z
-//   writes its run's sums to dwte[z·V·C ..] (S·V·C elements, flags 0) for colsum to add
-//   (lib/split.wgsl), as a scan of all of Huge's 16384 positions took 2.5 ms on the H200.
+//   workgroup 256 (columns); dispatch (ceil(C/256), V, S). Each workgroup takes its run of
+//   positions 256 at a time: one invocation a position tests its token, a prefix sum over the
+//   workgroup lists the matches in order, and then each invocation adds its column of the listed
+//   rows, in position order. (Testing every position in every invocation, as a first version
+//   did, cost V·B·T·C tests: 1.2 ms of a Huge step on the H200 for 6.3 million additions.)
+//   With S > 1 the positions are cut into S runs and workgroup z writes its run's sums to
+//   dwte[z·V·C ..] (S·V·C elements, flags 0) for colsum to add (lib/split.wgsl).
 // embedding_backward_wpe  dwpe[t,c] = sum_b dout[b,t,c] for t < T (rows >= T untouched).
 //   bindings 0 params, 5 dout (read), 7 dwpe [>=T,C] (read_write).
 //   one invocation per element of T·C, as embedding_forward.
@@ -47,24 +50,34 @@ fn embedding_forward(g: Grid) {
   out[i] = wte[tokens[pos] * p.C + c] + wpe[(pos % p.T) * p.C + c];
 }
 
-var<workgroup> chunk: array<u32, 64>;
+var<workgroup> matched: array<u32, 256>; // the prefix sum of the chunk's matches
+var<workgroup> listed: array<u32, 256>; // the chunk's positions holding the token, in order
 
-@compute @workgroup_size(64)
+@compute @workgroup_size(256)
 fn embedding_backward_wte(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
                           @builtin(local_invocation_index) t: u32) {
-  let c = wg.x * 64u + t;
+  let c = wg.x * 256u + t;
   let v = wg.y;
   let run = split_range(wg.z, nwg.z, p.B * p.T, 1u);
   var sum = 0.0;
-  // The run's tokens pass through workgroup memory a chunk at a time: a loop of dependent global
-  // loads, one a position, kept this kernel at 1 ms a Huge step on the H200.
-  for (var i0 = run.x; i0 < run.y; i0 += 64u) {
-    workgroupBarrier();
-    chunk[t] = select(0u, tokens[min(i0 + t, run.y - 1u)], i0 + t < run.y);
-    workgroupBarrier();
-    for (var i = i0; i < min(i0 + 64u, run.y); i++) {
-      if (chunk[i - i0] == v && c < p.C) { sum += dout[i * p.C + c]; }
+  for (var i0 = run.x; i0 < run.y; i0 += 256u) {
+    let i = i0 + t;
+    let hit = i < run.y && tokens[min(i, run.y - 1u)] == v;
+    matched[t] = select(0u, 1u, hit);
+    for (var step = 1u; step < 256u; step *= 2u) {
+      workgroupBarrier();
+      let before = select(0u, matched[max(t, step) - step], t >= step);
+      workgroupBarrier();
+      matched[t] += before;
     }
+    workgroupBarrier();
+    if (hit) { listed[matched[t] - 1u] = i; }
+    let count = matched[255];
+    workgroupBarrier();
+    if (c < p.C) {
+      for (var k = 0u; k < count; k++) { sum += dout[listed[k] * p.C + c]; }
+    }
+    workgroupBarrier(); // the next chunk rewrites both lists
   }
   if (c >= p.C) { return; }
   let j = (wg.z * p.V + v) * p.C + c;

@@ -345,6 +345,8 @@ MAX_HEAD_DIM = FACTS["wgsl"]["consts"]["MAX_HEAD_DIM"]
 ATTN_SHAPES = [(1, 1, 8, 2), (2, 7, 12, 3), (3, 100, 15, 3), (1, 70, 64, 1), (2, 64, 66, 2), (1, 129, 99, 1),
                (1, 65, 160, 2), (1, 130, 2 * MAX_HEAD_DIM, 2)]
 ATTN_SHAPES += [(1, p["block_size"], p["n_embd"], p["n_head"]) for p in PRESETS]
+# Each shape with the override HEAD of the table's plain attention ops, and of its _64 ops where D fits.
+ATTN_CASES = [(*s, head) for s in ATTN_SHAPES for head in (MAX_HEAD_DIM, 64) if s[2] // s[3] <= head]
 
 
 def attention_lse(q, k, n_head):
@@ -356,14 +358,15 @@ def attention_lse(q, k, n_head):
     return (top + np.log(np.exp(scores - top).sum(-1, keepdims=True)))[..., 0]
 
 
-@pytest.mark.parametrize("B,T,C,H", ATTN_SHAPES)
-def test_attention(rng, B, T, C, H):
+@pytest.mark.parametrize("B,T,C,H,head", ATTN_CASES)
+def test_attention(rng, B, T, C, H, head):
     q, k, v, dy = (randn(rng, B, T, C) for _ in range(4))
     params = dict(B=B, T=T, C=C, n_head=H)
     groups = (-(-T // 64), B * H, 1)
+    HEAD = {"HEAD": head}
     y_ref, cache = model.attention_forward(*f64(q, k, v), H)
     r = gpu.run("attention", "attention_forward", params,
-                {1: q, 2: k, 3: v, 4: nans(B, T, C), 5: nans(B, H, T)}, groups, out=[4, 5])
+                {1: q, 2: k, 3: v, 4: nans(B, T, C), 5: nans(B, H, T)}, groups, out=[4, 5], constants=HEAD)
     check("attention", r[4], y_ref)
     check("attention", r[5], attention_lse(*f64(q, k), H))
 
@@ -372,13 +375,13 @@ def test_attention(rng, B, T, C, H):
                     groups, out=[7])[7]
     dq_ref, dk_ref, dv_ref = model.attention_backward(dy.astype(np.float64), cache, H)
     saved = {1: q, 2: k, 3: v, 6: dy, 12: lse, 13: delta}
-    dq = gpu.run("attention", "attention_backward_dq", params, saved | {8: nans(B, T, C)}, groups, out=[8])[8]
+    dq = gpu.run("attention", "attention_backward_dq", params, saved | {8: nans(B, T, C)}, groups, out=[8], constants=HEAD)[8]
     # With one position, dS = P∘(dP − delta) cancels exactly and dq = dk = 0: judge the rounding
     # left over against the size of the cancelled terms, |dy|·|v| (dP) times |k| (or |q|), scaled.
     floor = np.abs(dy).max() * np.abs(v).max() * max(np.abs(q).max(), np.abs(k).max()) / math.sqrt(C // H) if T == 1 else 1e-30
     check("attention", dq, dq_ref, floor)
     got = gpu.run("attention", "attention_backward_dkdv", params, saved | {9: nans(B, T, C), 10: nans(B, T, C)},
-                  groups, out=[9, 10])
+                  groups, out=[9, 10], constants=HEAD)
     check("attention", got[9], dk_ref, floor)
     check("attention", got[10], dv_ref)
 
@@ -421,6 +424,19 @@ def test_embedding_decode_takes_its_token_and_position_from_the_buffer(rng):
 EMB_SHAPES = [(1, 1, 3), (3, 17, 70)] + [(2, p["block_size"], p["n_embd"]) for p in PRESETS]
 
 
+def test_embedding_gradient_of_a_few_tokens_everywhere(rng):
+    """Three tokens over 900 positions: most of each chunk of 256 matches, over several chunks and
+    runs, with C past one workgroup's 256 columns."""
+    B, T, C, V = 3, 300, 300, FACTS["vocab_size"]
+    tokens = rng.integers(0, 3, B * T).astype(np.uint32)
+    dout = randn(rng, B, T, C)
+    dwte, _ = model.encoder_backward(dout.astype(np.float64), tokens.astype(np.int64).reshape(B, T), (V, C), (T, C))
+    for S in (1, 2):
+        got = gpu.run("embedding", "embedding_backward_wte", dict(B=B, T=T, C=C, V=V, flags=0),
+                      {1: tokens, 5: dout, 6: nans(S, V, C)}, (-(-C // 256), V, S), out=[6])[6]
+        check("embedding", got.reshape(S, V, C).astype(np.float64).sum(0), dwte)
+
+
 @pytest.mark.parametrize("B,T,C", EMB_SHAPES)
 def test_embedding(rng, B, T, C):
     V, block = FACTS["vocab_size"], T + 5  # wpe has more rows than T: only the first T are used
@@ -434,16 +450,16 @@ def test_embedding(rng, B, T, C):
 
     dwte, dwpe = model.encoder_backward(dout.astype(np.float64), tokens.astype(np.int64), wte.shape, wpe.shape)
     got = gpu.run("embedding", "embedding_backward_wte", params, {1: tokens, 5: dout, 6: nans(V, C)},
-                  (-(-C // 64), V, 1), out=[6])[6]
+                  (-(-C // 256), V, 1), out=[6])[6]
     check("embedding", got, dwte)
     dwte0 = randn(rng, V, C)
     got = gpu.run("embedding", "embedding_backward_wte", params | {"flags": 2}, {1: tokens, 5: dout, 6: dwte0},
-                  (-(-C // 64), V, 1), out=[6])[6]
+                  (-(-C // 256), V, 1), out=[6])[6]
     check("embedding", got, dwte + dwte0)
     # Split over S runs of positions (the engine does this for long batches): S partial gradients.
     S = min(B * T, 3)
     got = gpu.run("embedding", "embedding_backward_wte", params, {1: tokens, 5: dout, 6: nans(S, V, C)},
-                  (-(-C // 64), V, S), out=[6])[6]
+                  (-(-C // 256), V, S), out=[6])[6]
     check("embedding", got.reshape(S, V, C).astype(np.float64).sum(0), dwte)
     start = np.full((block, C), 5.0, np.float32)
     got = gpu.run("embedding", "embedding_backward_wpe", params, {5: dout, 7: start},

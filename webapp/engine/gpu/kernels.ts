@@ -93,6 +93,7 @@ function rowProduct(entry: string, several = false): Kernel {
 const perRow = (s: Sizes): Workgroups => [s.rows, 1, 1];
 // Attention: one workgroup per block of 64 positions of one (batch, head).
 const perHeadBlock = (s: Sizes): Workgroups => [ceil(s.T, 64), s.B * s.n_head, 1];
+const narrowHeads = (entry: string): Kernel => ({ ...kernel("attention", entry, perHeadBlock), constants: { HEAD: 64 } });
 // One invocation per element in workgroups of 256, the grid folded into y past 65535.
 export function elementwise(n: number): Workgroups {
   const groups = ceil(n, 256);
@@ -123,7 +124,7 @@ export const F32_KERNELS = {
   layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
   embedding_forward: kernel("embedding", "embedding_forward", (s) => elementwise(s.B * s.T * s.C)),
   // `splits` cuts the positions along grid z.
-  embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 64), s.V, s.splits ?? 1], true),
+  embedding_backward_wte: kernel("embedding", "embedding_backward_wte", (s) => [ceil(s.C, 256), s.V, s.splits ?? 1], true),
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
   gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
   gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
@@ -132,6 +133,11 @@ export const F32_KERNELS = {
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
   attention_backward_dkdv: kernel("attention", "attention_backward_dkdv", perHeadBlock),
+  // The same for heads of at most 64 columns (attentionOp): with HEAD 64 the registers of the
+  // output columns past 64 are gone.
+  attention_forward_64: narrowHeads("attention_forward"),
+  attention_backward_dq_64: narrowHeads("attention_backward_dq"),
+  attention_backward_dkdv_64: narrowHeads("attention_backward_dkdv"),
   embedding_decode: kernel("decode", "embedding_decode", (s) => [ceil(s.C, 128), 1, 1]),
   attention_decode: kernel("decode", "attention_decode", (s) => [s.n_head, 1, 1]),
   sample_token: kernel("sample", "sample_token", () => [1, 1, 1]),
@@ -190,10 +196,14 @@ export function colsumOp(N: number): "colsum" | "colsum_vec4" {
 
 type AttentionOp = "attention_forward" | "attention_backward_dq" | "attention_backward_dkdv";
 
-/** An attention op of a table for heads of D columns: its matrix-unit variant where the table has one for D, else the plain op. */
+/**
+ * An attention op of a table for heads of D columns: its matrix-unit variant where the table has
+ * one for D, else the plain op, for heads of at most 64 columns its _64 one.
+ */
 export function attentionOp(kernels: KernelTable, op: AttentionOp, D: number): AnyOp {
   const matrix = kernels[`${op}_matrix`];
-  return matrix && D <= matrix.constants.HEAD ? `${op}_matrix` : op;
+  if (matrix && D <= matrix.constants.HEAD) return `${op}_matrix`;
+  return D <= kernels[`${op}_64`].constants.HEAD ? `${op}_64` : op;
 }
 
 /** The weight-gradient kernel of a table for C[M,N] = Aᵀ·B over K rows: matmulOp's, or the 128 block from its `fromK` on. */
