@@ -29,7 +29,7 @@
 // which are combined over the 16 invocations of a row quad through workgroup memory.
 // Every output element is summed by one invocation in a fixed order: no atomics, deterministic.
 //
-// Params: B, T, C, n_head (u32).
+// Params: B, T, C, n_head (u32). Override HEAD: the widest head the pipeline takes (below).
 
 #include "lib/attention_io.wgsl"
 

@@ -62,7 +62,7 @@ fn embedding_backward_wte(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_wor
   var sum = 0.0;
   for (var i0 = run.x; i0 < run.y; i0 += 256u) {
     let i = i0 + t;
-    let hit = i < run.y && tokens[min(i, run.y - 1u)] == v;
+    let hit = i < run.y && tokens[i] == v;
     matched[t] = select(0u, 1u, hit);
     for (var step = 1u; step < 256u; step *= 2u) {
       workgroupBarrier();
