@@ -3,7 +3,9 @@
 // 64-wide one), a table broken on purpose is refused (a matmul that multiplies
 // by the transposed weights), and so is a table replacing an op the gate's
 // shapes never run; the backend gets only the tables that passed, and the
-// verdicts are remembered. The checks share one device, so the plain kernels
+// verdicts are remembered. A table that compiles only respelt (as the matrix
+// levers' do in a browser that knows only the older subgroup-matrix spelling)
+// is gated and run respelt. The checks share one device, so the plain kernels
 // compile once (SwiftShader takes about a minute for them).
 
 import assert from "node:assert/strict";
@@ -13,6 +15,7 @@ import { requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS } from "../engine/gpu/kernels";
 import { type StoredVerdict, configureGates } from "./gate";
 import { type GpuLever, gpuLevers } from "./gpu";
+import { spelledFor } from "./coop-matrix/spelling";
 
 // Besides the real variant, unchanged kernels for ops only one gate shape runs each
 // (the aligned shape's vec4 matmul, the unaligned one's scalar matmuls), so passing
@@ -26,6 +29,13 @@ const same = {
 const transposed: GpuLever = { id: "transposed", feature: null, kernels: { matmul_vec4_nn_64: F32_KERNELS.matmul_vec4_nt_64 } };
 const unexercised: GpuLever = { id: "unexercised", feature: null, kernels: { matmul_vec4_nn: F32_KERNELS.matmul_vec4_nn_64 } };
 const unoffered: GpuLever = { id: "unoffered", feature: "no-such-feature" as GPUFeatureName, kernels: same.kernels };
+const MISSPELT = "misspelt\n";
+const respelt: GpuLever = {
+  id: "respelt",
+  feature: null,
+  kernels: { matmul_vec4_nn_64: { ...F32_KERNELS.matmul_vec4_nn, source: MISSPELT + F32_KERNELS.matmul_vec4_nn.source } },
+  spell: (device, kernels) => spelledFor(device, kernels, (k) => ({ ...k, source: k.source.replace(MISSPELT, "") })),
+};
 
 test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is refused; only what passed reaches the backend", { skip: noGpu ?? false }, async () => {
   const adapter = (await gpu.requestAdapter())!;
@@ -34,8 +44,10 @@ test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is ref
   const store = { load: async () => structuredClone(saved), save: async (v: Record<string, StoredVerdict>) => void (saved = structuredClone(v)) };
   try {
     configureGates({ store });
-    const out = await gpuLevers({ context }, adapter, [same, transposed, unexercised, unoffered]);
-    assert.deepEqual(Object.keys(out.verdicts), ["same", "transposed", "unexercised"], "a lever whose feature the adapter lacks gets no verdict");
+    const out = await gpuLevers({ context }, adapter, [same, transposed, unexercised, unoffered, respelt]);
+    assert.deepEqual(Object.keys(out.verdicts), ["same", "transposed", "unexercised", "respelt"], "a lever whose feature the adapter lacks gets no verdict");
+    assert.equal(out.verdicts.respelt.pass, true, out.verdicts.respelt.reason);
+    assert.equal(out.verdicts.respelt.detail, "in WGSL's older subgroup-matrix spelling");
     assert.equal(out.verdicts.same.pass, true, out.verdicts.same.reason);
     assert.equal(out.verdicts.same.detail, `the 128 block on ${adapter.info.vendor}`, "a lever that describes what it runs here says so in its verdict");
     assert.equal(out.verdicts.transposed.detail, undefined);
@@ -43,7 +55,7 @@ test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is ref
     assert.match(out.verdicts.transposed.reason, /differ from the plain kernels'/);
     assert.equal(out.verdicts.unexercised.pass, false);
     assert.match(out.verdicts.unexercised.reason, /never run matmul_vec4_nn$/);
-    assert.deepEqual(out.kernels, same.kernels);
+    assert.deepEqual(out.kernels, same.kernels, "the respelt table (the same kernel as written) in place of its misspelt one");
     assert.deepEqual(out.features, []);
 
     configureGates({ store }); // the next visit: every verdict remembered, no check runs (no device given)

@@ -33,6 +33,7 @@ import { COOP_MATRIX } from "./coop-matrix/lever";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
+import type { Spelling } from "./coop-matrix/spelling";
 
 interface LeverBase {
   /** Its facts.levers id. */
@@ -49,6 +50,8 @@ interface LeverBase {
   f16?: boolean;
   /** What it runs on an adapter it has a table for, in words (its verdict's `detail`). */
   describe?: (adapter: GPUAdapter) => string;
+  /** Its WGSL is spelt differently by different browsers: the table in the spelling `device` compiles (coop-matrix/spelling.ts). */
+  spell?: (device: GPUDevice, kernels: Partial<KernelTable>) => Promise<{ kernels: Partial<KernelTable>; spelling: Spelling }>;
 }
 
 /** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */
@@ -104,8 +107,7 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
   const measured: GateErrors[] = [];
   let failure: string | null = null;
   // One device for both sides: the plain kernels compile once, the variants only what they replace.
-  const context = "context" in on ? on.context : await requestGpu(on.gpu, undefined, features);
-  try {
+  await onDevice(on, features, async (context) => {
     for (const [i, { model, batch }] of shapes.entries()) {
       if (failure) break;
       const train = defaultTrainConfig(batch, LR);
@@ -163,9 +165,7 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
         variant.dispose();
       }
     }
-  } finally {
-    if (!("context" in on)) context.device.destroy();
-  }
+  });
   if (!failure && unexercised.size) failure = `the gate's shapes never run ${[...unexercised].join(", ")}`;
   return { failure, errors: worst(...measured) };
 }
@@ -177,6 +177,16 @@ export async function kernelTableAgrees(on: GateDevice, kernels: Partial<KernelT
 export async function tableKey(adapter: GPUAdapter, kernels: Partial<KernelTable>): Promise<VerdictKey> {
   const sources = Object.entries(kernels).map(([op, k]) => `${op}\0${k!.entry}\0${JSON.stringify(k!.constants)}\0${k!.source}\0${F32_KERNELS[op as Op]?.source ?? ""}`).sort();
   return { adapter: describeAdapter(adapter), browser: browserVersion(), shaders: await shaderHash(...sources) };
+}
+
+/** `use` on the shared device, or on a fresh one with `features` that is destroyed after. */
+async function onDevice<T>(on: GateDevice, features: GPUFeatureName[], use: (context: GpuContext) => Promise<T>): Promise<T> {
+  const context = "context" in on ? on.context : await requestGpu(on.gpu, undefined, features);
+  try {
+    return await use(context);
+  } finally {
+    if (!("context" in on)) context.device.destroy();
+  }
 }
 
 /** What the WebGPU backend runs on an adapter: every GPU lever's verdict, and the tables and features of those that passed. */
@@ -206,11 +216,15 @@ export function tableOn(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<
 export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<GpuLevers> {
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
-    const kernels = tableOn(lever, adapter, wgsl);
+    let kernels = tableOn(lever, adapter, wgsl);
     if (!kernels) continue;
     const features = leverFeatures(lever);
-    const verdict = await gate(lever.id, await tableKey(adapter, kernels), () => kernelTableAgrees(on, kernels, features, lever.shapes));
-    out.verdicts[lever.id] = lever.describe ? { ...verdict, detail: lever.describe(adapter) } : verdict;
+    let spelling: Spelling = "templated";
+    if (lever.spell) ({ kernels, spelling } = await onDevice(on, features, (context) => lever.spell!(context.device, kernels!)));
+    const table = kernels;
+    const verdict = await gate(lever.id, await tableKey(adapter, table), () => kernelTableAgrees(on, table, features, lever.shapes));
+    const detail = [lever.describe?.(adapter), spelling === "older" ? "in WGSL's older subgroup-matrix spelling" : null].filter(Boolean).join(", ");
+    out.verdicts[lever.id] = detail ? { ...verdict, detail } : verdict;
     if (verdict.pass) {
       Object.assign(out.kernels, kernels);
       out.features.push(...features);

@@ -578,6 +578,7 @@ export class GpuBackend implements Backend, Int8Decoding {
   }
 
   dispose(): void {
+    this.watch.stop();
     for (const r of this.recorders) r.destroy();
     this.trainGraph.destroy();
     this.sampleGraph.destroy();

@@ -57,17 +57,24 @@ export class DeviceWatch {
   private failure: Error | null = null;
   readonly lost: Promise<DeviceLostError>;
 
-  constructor(device: GPUDevice) {
+  private readonly onError = (ev: Event) => {
+    const e = (ev as GPUUncapturedErrorEvent).error;
+    this.failure ??= new Error(`WebGPU error: ${e.message}`);
+  };
+
+  constructor(private readonly device: GPUDevice) {
     this.lost = device.lost.then((info) => {
       const err = new DeviceLostError(info.message || info.reason || "unknown reason");
       // Errors raised while the device was going away are symptoms: report the loss.
       this.failure = err;
       return err;
     });
-    device.addEventListener("uncapturederror", (ev) => {
-      const e = (ev as GPUUncapturedErrorEvent).error;
-      this.failure ??= new Error(`WebGPU error: ${e.message}`);
-    });
+    device.addEventListener("uncapturederror", this.onError);
+  }
+
+  /** Stops listening: a backend disposed on a device it shares (the gate's) leaves no listener behind. */
+  stop(): void {
+    this.device.removeEventListener("uncapturederror", this.onError);
   }
 
   check(): void {

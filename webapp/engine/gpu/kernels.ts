@@ -42,6 +42,8 @@ export interface Kernel {
   params: string[];
   /** Pipeline-override constants the module is specialised with: a matmul's tile, BLOCK; a matvec's outputs per workgroup, OUTS (`workgroups` sizes the grid by the same). */
   constants: Record<string, number>;
+  /** Its constants are already written into its source as module constants (the older subgroup-matrix spelling: levers/coop-matrix/spelling.ts), so its pipeline is given none. */
+  baked?: boolean;
   /** Bytes per element of the activations and gradients it reads and writes (4: f32). */
   elementBytes: number;
   /**

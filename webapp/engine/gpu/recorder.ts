@@ -67,7 +67,8 @@ export class Pipelines {
     const todo = [...new Set(ops)].filter((op) => !this.byOp.has(op));
     await Promise.all(
       todo.map(async (op) => {
-        const { source, entry, constants } = kernelFor(this.kernels, op);
+        const { source, entry, constants: own, baked } = kernelFor(this.kernels, op);
+        const constants = baked ? {} : own;
         const key = `${entry}\0${JSON.stringify(constants)}\0${source}`;
         let pipeline = cache.get(key);
         if (!pipeline) {

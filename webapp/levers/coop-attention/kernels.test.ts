@@ -2,7 +2,8 @@
 // f32 kernels on the same adapter, one dispatch each: the forward's output and lse, and dQ, dK, dV
 // from an upstream gradient the size of a mean-loss gradient (about 1/(B·T): all subnormal in f16
 // unless scaled), on heads of 64 columns (Huge's), 16, and 40 (not a multiple of the matrices' 16),
-// with contexts that are and are not multiples of the kernels' 32 rows. Only an adapter with
+// with contexts that are and are not multiples of the kernels' 32 rows, in both WGSL spellings
+// (coop-matrix/spelling.ts). Only an adapter with
 // subgroup matrices runs it (the H200 through Dawn, with TINYGPT_DAWN_F16_TOGGLE=1).
 import assert from "node:assert/strict";
 import { test } from "node:test";
@@ -14,6 +15,7 @@ import { dispatchOnce } from "../../engine/gpu/recorder";
 import { Rng } from "../../engine/rng";
 import { leverFeatures, tableOn } from "../gpu";
 import { COOP_ATTENTION } from "./lever";
+import { olderKernel, respelled } from "../coop-matrix/spelling";
 
 const TOLERANCE = facts.kernel_tolerance["coop-attention"].max;
 
@@ -23,9 +25,12 @@ const own = table ? requestGpu(gpu, undefined, leverFeatures(COOP_ATTENTION)) : 
 const skip = noGpu ?? (table ? false : `the adapter lacks ${leverFeatures(COOP_ATTENTION).join(", ")} or a table for it`);
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
+const spellings: [string, Partial<KernelTable>][] = table ? [["templated", table], ["older", respelled(table, olderKernel)]] : [];
+let current: Partial<KernelTable> = {};
+
 async function run(op: AnyOp, sizes: Sizes, inputs: Record<number, Float32Array>, outputs: Record<number, number>): Promise<Record<number, Float32Array>> {
   const bindings = { ...inputs, ...Object.fromEntries(Object.entries(outputs).map(([i, n]) => [i, new Float32Array(n).fill(NaN)])) };
-  return dispatchOnce((await own!).device, { ...F32_KERNELS, ...table! } as KernelTable, op, sizes, bindings, Object.keys(outputs).map(Number));
+  return dispatchOnce((await own!).device, { ...F32_KERNELS, ...current } as KernelTable, op, sizes, bindings, Object.keys(outputs).map(Number));
 }
 
 /** max|got - want| / max|want| (a NaN fails). */
@@ -45,8 +50,9 @@ const SHAPES = [
   { B: 2, T: 70, C: 120, n_head: 3 }, // 40 columns
 ];
 
-test("coop-attention: attention's forward, dQ, dK and dV match the plain kernels on heads of 64, 16 and 40 columns", { skip }, async () => {
-  for (const sizes of SHAPES) {
+test("coop-attention: attention's forward, dQ, dK and dV match the plain kernels on heads of 64, 16 and 40 columns, in both spellings", { skip }, async () => {
+  for (const [spelling, t] of spellings) for (const sizes of SHAPES) {
+    current = t;
     const { B, T, C, n_head } = sizes;
     const rng = new Rng(20261203);
     const n = B * T * C;
@@ -68,7 +74,7 @@ test("coop-attention: attention's forward, dQ, dK and dV match the plain kernels
       dk: error(dkdv[1][9], dkdv[0][9]),
       dv: error(dkdv[1][10], dkdv[0][10]),
     };
-    const shape = `B ${B}, T ${T}, C ${C}, ${n_head} heads`;
+    const shape = `B ${B}, T ${T}, C ${C}, ${n_head} heads, ${spelling} spelling`;
     log(`coop-attention ${shape}: max error of max|plain| ${Object.entries(errors).map(([w, e]) => `${w} ${e.toExponential(2)}`).join(", ")}`);
     for (const [what, e] of Object.entries(errors)) assert.ok(e <= TOLERANCE, `${what} (${shape}): max error ${e.toPrecision(3)} of max|plain| exceeds ${TOLERANCE}`);
   }

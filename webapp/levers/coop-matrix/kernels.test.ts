@@ -1,7 +1,7 @@
 // The coop-matrix lever's kernels against the numpy reference (kernels.json, which
 // tests/oracles/conformance.py writes), one dispatch each: every matmul of its table with the flags
 // the graph sets (BIAS with ACCUMULATE, GRAD_A and GRAD_B on operands too small for f16 unscaled)
-// and split along K. Only an adapter with subgroup matrices runs them (the H200 through Dawn, with
+// and split along K, in both WGSL spellings (spelling.ts). Only an adapter with subgroup matrices runs them (the H200 through Dawn, with
 // TINYGPT_DAWN_F16_TOGGLE=1); elsewhere each test says the adapter lacks them. The lever's gate
 // compares whole training steps; this finds the kernel.
 import assert from "node:assert/strict";
@@ -11,10 +11,11 @@ import facts from "../../../tinygpt/facts.json";
 import { gpu, noGpu } from "../../engine/test/dawn";
 import { f32, readJson } from "../../engine/test/fixtures";
 import { requestGpu } from "../../engine/gpu/device";
-import { ACCUMULATE, BIAS, F32_KERNELS, GRAD_A, GRAD_B, type Op, type Sizes } from "../../engine/gpu/kernels";
+import { ACCUMULATE, BIAS, F32_KERNELS, GRAD_A, GRAD_B, type KernelTable, type Op, type Sizes } from "../../engine/gpu/kernels";
 import { dispatchOnce } from "../../engine/gpu/recorder";
 import { leverFeatures, tableOn } from "../gpu";
 import { COOP_MATRIX } from "./lever";
+import { olderKernel, respelled } from "./spelling";
 
 const TOLERANCE = facts.kernel_tolerance["coop-matrix"].max;
 
@@ -27,10 +28,12 @@ const table = adapter ? tableOn(COOP_MATRIX, adapter, gpu.wgslLanguageFeatures) 
 const own = table ? requestGpu(gpu, undefined, leverFeatures(COOP_MATRIX)) : null;
 const skip = noGpu ?? (!cases ? "TINYGPT_CONFORMANCE names no folder with kernels.json (tests/test_engine_node.py writes one)" : table ? false : `the adapter lacks ${leverFeatures(COOP_MATRIX).join(", ")} or a table for it`);
 
-/** One dispatch of the table's `op` (recorder.ts's dispatchOnce); `out` starts as given (NaN where only a length) and comes back. */
-async function dispatch(op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, out: Float32Array | number): Promise<Float32Array> {
+const spellings: [string, Partial<KernelTable>][] = table ? [["templated", table], ["older", respelled(table, olderKernel)]] : [];
+
+/** One dispatch of `op` of table `t` (recorder.ts's dispatchOnce); `out` starts as given (NaN where only a length) and comes back. */
+async function dispatch(t: Partial<KernelTable>, op: Op, sizes: Sizes, inputs: Record<number, Float32Array>, out: Float32Array | number): Promise<Float32Array> {
   const c = typeof out === "number" ? new Float32Array(out).fill(NaN) : out;
-  return (await dispatchOnce((await own!).device, { ...F32_KERNELS, ...table! }, op, sizes, { ...inputs, 4: c }, [4]))[4];
+  return (await dispatchOnce((await own!).device, { ...F32_KERNELS, ...t }, op, sizes, { ...inputs, 4: c }, [4]))[4];
 }
 
 /** max|out - ref| / max|ref|, as tests/test_kernels.py measures the plain kernels (a NaN fails). */
@@ -52,11 +55,11 @@ const times = (a: Float32Array, s: number) => a.map((x) => x * s);
 const plus = (...xs: Float32Array[]) => xs[0].map((_, i) => xs.reduce((s, x) => s + x[i], 0));
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-test("coop-matrix: every matmul of its table matches the reference, with bias and accumulate, gradient operands scaled into f16, and split along K", { skip }, async () => {
+test("coop-matrix: every matmul of its table matches the reference, with bias and accumulate, gradient operands scaled into f16, and split along K, in both spellings", { skip }, async () => {
   // An operand this small (a gradient of a mean over 16384 rows) is all subnormal in f16 unless scaled.
   const tiny = 2 ** -14;
   const ops = (Object.keys(table!) as Op[]).filter((op) => op.startsWith("matmul"));
-  for (const c of cases!.matmul) {
+  for (const [spelling, t] of spellings) for (const c of cases!.matmul) {
     const { M, N, K } = c;
     const [a, b, bias, c0, ab] = [c.a, c.b, c.bias, c.c0, c.ab].map(f32);
     for (const op of ops) {
@@ -66,7 +69,7 @@ test("coop-matrix: every matmul of its table matches the reference, with bias an
       const B = (x: Float32Array) => (o === "nt" ? transpose(x, K, N) : x);
       const sizes = { M, N, K };
       const run = async (flags: number, ai: Float32Array, bi: Float32Array, out: Float32Array | number, splits = 1) =>
-        dispatch(op, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias }, out);
+        dispatch(t, op, { ...sizes, flags, splits }, { 1: A(ai), 2: B(bi), 3: bias }, out);
       const errors = [
         check(`${op} ${M}x${N}x${K}`, await run(0, a, b, M * N), ab),
         check(`${op} bias + accumulate`, await run(BIAS | ACCUMULATE, a, b, c0), Float32Array.from(ab, (x, i) => x + bias[i % N] + c0[i])),
@@ -78,7 +81,7 @@ test("coop-matrix: every matmul of its table matches the reference, with bias an
         const parts = await run(0, a, b, S * M * N, S);
         errors.push(check(`${op} split ${S} ways`, plus(...[0, 1, 2].map((s) => parts.subarray(s * M * N, (s + 1) * M * N))), ab));
       }
-      log(`coop-matrix ${op} ${M}x${N}x${K}: max error of max|ref| ${errors.map((e) => e.toExponential(2)).join(", ")}`);
+      log(`coop-matrix ${op} ${M}x${N}x${K} (${spelling} spelling): max error of max|ref| ${errors.map((e) => e.toExponential(2)).join(", ")}`);
     }
   }
 });
