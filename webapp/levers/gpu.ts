@@ -66,7 +66,7 @@ export const GPU_LEVERS: GpuLever[] = [SUBGROUPS, COOP_MATRIX];
  * benchmarks and the CLI take them when named. On the H200 through Dawn (content/data/): storage-f16
  * passes its gate and its release curve but trains slower than the plain kernels (unpacking the
  * halves costs more than their bytes save); shader-f16 fails its gate (its gradients); coop-attention
- * passes its gate but trains no faster than the plain kernels (its forward slower, its dK/dV faster).
+ * passes its gate but trains slower than the plain kernels (2026-12-04: each of its three ops slower than their _64 ones).
  */
 export const EXPERIMENTAL_LEVERS: GpuLever[] = [STORAGE_F16, SHADER_F16, COOP_ATTENTION];
 

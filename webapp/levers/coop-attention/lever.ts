@@ -2,7 +2,7 @@
 // and dK/dV on the GPU's matrix units (shaders/levers/coop-attention/attention.wgsl), for heads of
 // up to 64 columns (the graph keeps wider ones on the plain kernels: kernels.ts attentionOp), on
 // the adapters the coop-matrix lever runs on (the same config and one subgroup size). Correct to
-// f16 rounding, but no faster than the plain kernels on the H200 (content/docs/kernels.md), so
+// f16 rounding, but slower than the plain kernels on the H200 (content/docs/kernels.md), so
 // the app does not run it; the CLIs and benchmarks take it when named.
 
 import attention from "../../../.cache/wgsl/levers/coop-attention/attention.wgsl";
