@@ -22,7 +22,8 @@
 // block alone). Invocation (ty, tx) = (lid/16, lid%16) holds rows 4ty..4ty+3 of the block as one
 // vec4 per column, for two products:
 // - scores: a 64x64 block of q·kᵀ (or k·qᵀ, v·dyᵀ, dy·vᵀ), 4 rows x columns tx+16j (j < 4) each,
-//   both operands staged 16 head columns at a time;
+//   both operands staged DK = 32 head columns at a time (a head narrower than that, or its last
+//   step, stages zeros past its columns);
 // - outputs: P·V (or dS·K, Pᵀ·dY, dSᵀ·Q), 4 rows x head columns tx+16c (c < 8) each, with the 64
 //   columns of P staged 16 at a time beside the matching 16 rows of V.
 // Row statistics stay with the invocation that owns the row, except the forward's row max and sum,
@@ -40,15 +41,15 @@ const_assert SLOTS == 8u; // shifted_slots and accumulate are written out for 8
 // of 64 columns ran with registers for 128 before.
 override HEAD: u32 = MAX_HEAD_DIM;
 const BLOCK = 64u;
-const DK = 16u; // head columns per score step
+const DK = 32u; // head columns per score step
 
 // All 16 KiB of workgroup memory, laid out anew by each phase; barriers separate the phases.
 var<workgroup> sh: array<vec4<f32>, 1024>;
 // Score step: the rows operand as [row quad][DK] (a vec4: 4 rows at one head column) and the
-// columns operand as [tx][DK + 1] (a vec4: rows tx, tx+16, tx+32, tx+48 of the other side); the
-// padding puts the 16 tx on distinct banks.
+// columns operand as [tx][DK] (a vec4: rows tx, tx+16, tx+32, tx+48 of the other side), row tx
+// rotated by tx so that the 16 tx of a read fall on distinct banks; two vec4s of each an invocation.
 const AT_ROWS = 0u;
-const AT_COLS = 256u;
+const AT_COLS = 512u;
 // Per-row partials of the 16 invocations of a row quad: [row quad][tx].
 const AT_RED = 0u;
 // Output step: 16 columns of P or dS as [row quad][16], and the 16 matching rows of the other
@@ -62,17 +63,18 @@ fn wide() -> bool {
   return HEAD > 64u && head_dim() > 64u;
 }
 
-// Score step, rows operand, staged at AT_ROWS + lid: rows r0 + 4g .. r0 + 4g + 3 at head column
-// d0 + dd (g = lid/16, dd = lid%16), so consecutive invocations read consecutive columns.
-fn rows_at(h: Head, lid: u32, r0: u32, d0: u32) -> Fetch {
-  let t = vec4<u32>(r0 + (lid / DK) * 4u) + vec4<u32>(0u, 1u, 2u, 3u);
-  return fetch(h, t, vec4<u32>(d0 + lid % DK));
+// Score step, rows operand, element i (lid and lid + 256) staged at AT_ROWS + i: rows r0 + 4g ..
+// r0 + 4g + 3 at head column d0 + dd (g = i/DK, dd = i%DK), so consecutive invocations read
+// consecutive columns.
+fn rows_at(h: Head, i: u32, r0: u32, d0: u32) -> Fetch {
+  let t = vec4<u32>(r0 + (i / DK) * 4u) + vec4<u32>(0u, 1u, 2u, 3u);
+  return fetch(h, t, vec4<u32>(d0 + i % DK));
 }
 
 // Score step, columns operand: rows c0 + g, +16, +32, +48 at the same head column.
-fn cols_at(h: Head, lid: u32, c0: u32, d0: u32) -> Fetch {
-  let t = vec4<u32>(c0 + lid / DK) + vec4<u32>(0u, 16u, 32u, 48u);
-  return fetch(h, t, vec4<u32>(d0 + lid % DK));
+fn cols_at(h: Head, i: u32, c0: u32, d0: u32) -> Fetch {
+  let t = vec4<u32>(c0 + i / DK) + vec4<u32>(0u, 16u, 32u, 48u);
+  return fetch(h, t, vec4<u32>(d0 + i % DK));
 }
 
 // Output step, rows x0 .. x0+15 of the other operand, staged at AT_X + 256·hi + lid: group
@@ -102,15 +104,41 @@ fn side4(queries: bool, product: u32, f: Fetch) -> vec4<f32> {
   return v4(f);
 }
 
+// An invocation's two elements of a score step's operand (elements lid and lid + 256).
+alias Staged = array<vec4<f32>, 2>;
+
+fn rows2(queries: bool, product: u32, h: Head, lid: u32, r0: u32, d0: u32) -> Staged {
+  return Staged(side4(queries, product, rows_at(h, lid, r0, d0)), side4(queries, product, rows_at(h, lid + 256u, r0, d0)));
+}
+
+fn cols2(queries: bool, product: u32, h: Head, lid: u32, c0: u32, d0: u32) -> Staged {
+  return Staged(side4(queries, product, cols_at(h, lid, c0, d0)), side4(queries, product, cols_at(h, lid + 256u, c0, d0)));
+}
+
+// The forward's, which reads q and k alone.
+fn q2(h: Head, lid: u32, r0: u32, d0: u32) -> Staged {
+  return Staged(q4(rows_at(h, lid, r0, d0)), q4(rows_at(h, lid + 256u, r0, d0)));
+}
+
+fn k2(h: Head, lid: u32, c0: u32, d0: u32) -> Staged {
+  return Staged(k4(cols_at(h, lid, c0, d0)), k4(cols_at(h, lid + 256u, c0, d0)));
+}
+
 fn side_x(queries: bool, product: u32, h: Head, lid: u32, x0: u32) -> array<vec4<f32>, 2> {
   var x = array<vec4<f32>, 2>(side4(queries, product, x_at(h, lid, x0, 0u)), vec4<f32>(0.0));
   if (wide()) { x[1] = side4(queries, product, x_at(h, lid, x0, 1u)); }
   return x;
 }
 
+// A score step's two operands.
+struct Operands {
+  a: Staged,
+  b: Staged,
+}
+
 // The first score step's operands of the backward's block pair (rows r0 .., columns c0 ..).
-fn first_operands(h: Head, lid: u32, r0: u32, c0: u32, queries: bool) -> array<vec4<f32>, 2> {
-  return array<vec4<f32>, 2>(side4(queries, 0u, rows_at(h, lid, r0, 0u)), side4(!queries, 0u, cols_at(h, lid, c0, 0u)));
+fn first_operands(h: Head, lid: u32, r0: u32, c0: u32, queries: bool) -> Operands {
+  return Operands(rows2(queries, 0u, h, lid, r0, 0u), cols2(!queries, 0u, h, lid, c0, 0u));
 }
 
 // Every step below stages operands that were fetched from global memory one step earlier (the
@@ -118,9 +146,17 @@ fn first_operands(h: Head, lid: u32, r0: u32, c0: u32, queries: bool) -> array<v
 // their latency hides behind the arithmetic. Locals declared in loops are zeroed explicitly: naga
 // zeroes a declaration only once, not on each pass.
 
-fn stage_scores(lid: u32, rows: vec4<f32>, cols: vec4<f32>) {
-  sh[AT_ROWS + lid] = rows;
-  sh[AT_COLS + (lid / DK) * (DK + 1u) + lid % DK] = cols;
+fn stage_scores(lid: u32, o: Operands) {
+  sh[AT_ROWS + lid] = o.a[0];
+  sh[AT_ROWS + lid + 256u] = o.a[1];
+  sh[AT_COLS + cols_slot(lid)] = o.b[0];
+  sh[AT_COLS + cols_slot(lid + 256u)] = o.b[1];
+}
+
+// Where element i = tx·DK + dd of the columns operand is staged (its row rotated by tx).
+fn cols_slot(i: u32) -> u32 {
+  let tx = i / DK;
+  return tx * DK + (i + tx) % DK;
 }
 
 // s[j] += rows·column (tx + 16j) over the DK staged head columns. Private arrays are indexed by
@@ -129,7 +165,7 @@ fn scores(s: array<vec4<f32>, 4>, ty: u32, tx: u32) -> array<vec4<f32>, 4> {
   var r = s;
   for (var dd = 0u; dd < DK; dd++) {
     let a = sh[AT_ROWS + ty * DK + dd];
-    let b = sh[AT_COLS + tx * (DK + 1u) + dd];
+    let b = sh[AT_COLS + cols_slot(tx * DK + dd)];
     r[0] += a * b.x;
     r[1] += a * b.y;
     r[2] += a * b.z;
@@ -223,29 +259,26 @@ fn out_at(h: Head, r0: u32, tx: u32, c: u32) -> Fetch {
 
 // One of the backward's score products for a block pair, rows r0 .. r0+63 of the rows side (the
 // queries for dQ, the keys for dK/dV) against rows c0 .. of the columns side: s of q and k for
-// product 0, of dy and v for product 1, from a and b, the first step's operands. During the last
-// step it fetches what comes next: product 1's first operands (a, b), or after product 1 the
+// product 0, of dy and v for product 1, from `first`, the first step's operands. During the last
+// step it fetches what comes next: product 1's first operands (`next`), or after product 1 the
 // first output step's operand x, rows c0 .. of the columns side's input of product `x_product`.
 struct Pass {
   s: array<vec4<f32>, 4>,
-  a: vec4<f32>,
-  b: vec4<f32>,
+  next: Operands,
   x: array<vec4<f32>, 2>,
 }
 
-fn score_pass(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, prod: u32, x_product: u32, a: vec4<f32>, b: vec4<f32>) -> Pass {
+fn score_pass(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, prod: u32, x_product: u32, first: Operands) -> Pass {
   let ty = lid / 16u;
   let tx = lid % 16u;
-  var r = Pass(array<vec4<f32>, 4>(), a, b, array<vec4<f32>, 2>());
+  var r = Pass(array<vec4<f32>, 4>(), first, array<vec4<f32>, 2>());
   for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-    stage_scores(lid, r.a, r.b);
+    stage_scores(lid, r.next);
     workgroupBarrier();
     if (d0 + DK < head_dim()) {
-      r.a = side4(queries, prod, rows_at(h, lid, r0, d0 + DK));
-      r.b = side4(!queries, prod, cols_at(h, lid, c0, d0 + DK));
+      r.next = Operands(rows2(queries, prod, h, lid, r0, d0 + DK), cols2(!queries, prod, h, lid, c0, d0 + DK));
     } else if (prod == 0u) {
-      r.a = side4(queries, 1u, rows_at(h, lid, r0, 0u));
-      r.b = side4(!queries, 1u, cols_at(h, lid, c0, 0u));
+      r.next = Operands(rows2(queries, 1u, h, lid, r0, 0u), cols2(!queries, 1u, h, lid, c0, 0u));
     } else {
       r.x = side_x(!queries, x_product, h, lid, c0);
     }
@@ -262,9 +295,9 @@ struct Products {
   x: array<vec4<f32>, 2>,
 }
 
-fn products(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, x_product: u32, first: array<vec4<f32>, 2>) -> Products {
-  let s = score_pass(h, lid, r0, c0, queries, 0u, x_product, first[0], first[1]);
-  let dp = score_pass(h, lid, r0, c0, queries, 1u, x_product, s.a, s.b);
+fn products(h: Head, lid: u32, r0: u32, c0: u32, queries: bool, x_product: u32, first: Operands) -> Products {
+  let s = score_pass(h, lid, r0, c0, queries, 0u, x_product, first);
+  let dp = score_pass(h, lid, r0, c0, queries, 1u, x_product, s.next);
   return Products(s.s, dp.s, dp.x);
 }
 
@@ -277,17 +310,15 @@ fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
   var o: array<vec4<f32>, SLOTS>;
   var m = vec4<f32>(NEG_BIG);
   var l = vec4<f32>(0.0); // this invocation's share of the row sums, at max m
-  var a = q4(rows_at(h, lid, q0, 0u));
-  var b = k4(cols_at(h, lid, 0u, 0u));
+  var next = Operands(q2(h, lid, q0, 0u), k2(h, lid, 0u, 0u));
   var x: array<vec4<f32>, 2>;
   for (var k0 = 0u; k0 <= q0; k0 += BLOCK) {
     var s = array<vec4<f32>, 4>();
     for (var d0 = 0u; d0 < head_dim(); d0 += DK) {
-      stage_scores(lid, a, b);
+      stage_scores(lid, next);
       workgroupBarrier();
       if (d0 + DK < head_dim()) {
-        a = q4(rows_at(h, lid, q0, d0 + DK));
-        b = k4(cols_at(h, lid, k0, d0 + DK));
+        next = Operands(q2(h, lid, q0, d0 + DK), k2(h, lid, k0, d0 + DK));
       } else {
         x = v_x(h, lid, k0);
       }
@@ -316,8 +347,7 @@ fn attention_forward(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invoca
       if (j < 3u) {
         x = v_x(h, lid, k0 + 16u * (j + 1u));
       } else {
-        a = q4(rows_at(h, lid, q0, 0u));
-        b = k4(cols_at(h, lid, k0 + BLOCK, 0u));
+        next = Operands(q2(h, lid, q0, 0u), k2(h, lid, k0 + BLOCK, 0u));
       }
       o = accumulate(o, ty, tx);
       workgroupBarrier();
