@@ -4,8 +4,9 @@
 // take the layout as a `col_major: bool` before the stride instead,
 // subgroupMatrixLoad<T>(&p, offset, false, stride), which newer ones accept with a deprecation
 // warning. That older spelling also refuses workgroup arrays sized by a pipeline constant (Tint on
-// the H200, npm webgpu 0.6.2, 2026-12-03), and the kernels size their tiles so, one module for
-// every block: in it each kernel's constants are written into its own module instead (olderKernel).
+// the H200, npm webgpu 0.6.2, 2026-12-03), which is how the kernels size their tiles so that one
+// module serves every block size: in that spelling each kernel gets a module of its own, with its
+// constants written in (olderKernel).
 // The matrix levers' tables are compiled in the templated spelling at detection time and, only
 // where this browser refuses it, in the older one (spelledFor).
 
