@@ -59,8 +59,8 @@ def test_pages_load_clean_without_webgpu(browser_no_webgpu, open_page):
         assert visit.problems() == [], path
 
 
-def test_navigation_follows_nav_and_docs_links(browser, open_page):
-    visit = open_page(browser, "/")
+def test_navigation_follows_nav_and_docs_links(browser_no_webgpu, open_page):
+    visit = open_page(browser_no_webgpu, "/")
     page = visit.page
     page.get_by_role("navigation", name="Site").get_by_role("link", name="Docs").click()
     page.wait_for_url("**/docs/")
@@ -75,8 +75,8 @@ def test_navigation_follows_nav_and_docs_links(browser, open_page):
     assert visit.problems() == []
 
 
-def test_missing_page_gets_the_404_page(browser, open_page):
-    visit = open_page(browser, "/no/such/page/")
+def test_missing_page_gets_the_404_page(browser_no_webgpu, open_page):
+    visit = open_page(browser_no_webgpu, "/no/such/page/")
     assert visit.response.status == 404
     assert visit.page.locator("h1").inner_text() == "Page not found"
     assert visit.problems() == []
@@ -194,9 +194,6 @@ def test_speedup_plots_have_readable_labels_that_do_not_overlap(browser, open_pa
 
 
 def test_the_user_guide_and_the_explainers_are_in_the_main_navigation(browser_no_webgpu, open_page):
-    # Without WebGPU: on SwiftShader the app's lever checks compile pipelines in the browser's GPU
-    # process, which then draws no frame of the next page until they are done (27-28 s on a 2-core
-    # machine, measured 2026-12-04), close to a click's 30 s; this test is about the links.
     visit = open_page(browser_no_webgpu, "/app/")
     page = visit.page
     nav = page.get_by_role("navigation", name="Site")
