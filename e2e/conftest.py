@@ -11,10 +11,10 @@ Fixtures
 - `browser` (session): Chromium with `--enable-unsafe-webgpu` (a WebGPU adapter:
   SwiftShader on CPU-only machines).
 - `browser_no_webgpu` (session): Chromium without that flag (no adapter on Linux),
-  for the CPU fallback, and for tests that click from page to page: in `browser`,
+  for the CPU fallback, and for the site's tests, which need no WebGPU: in `browser`,
   once an app page has been left or closed with its lever checks under way, SwiftShader's
   GPU process drew no frame of any page for up to 28 s (2026-12-04, on 2 cores),
-  and a click waits for frames.
+  and a click or a page load waits for frames.
 - `browser_webnn_flag` (session): Chromium without WebGPU but with
   `--enable-features=WebMachineLearningNeuralNetwork`: `navigator.ml` exists, and on
   Linux its `createContext` throws NotSupportedError (the WebNN lever's fallback).

@@ -30,7 +30,9 @@ def test_sitemap_is_valid_xml_listing_every_page(site_url, dist):
 
 
 def test_every_page_loads_clean_and_isolated(browser, open_page, site_url):
-    paths = sitemap_paths(site_url)
+    # The app last: a page loaded after it, in this browser, could wait on its lever checks (conftest).
+    paths = sorted(sitemap_paths(site_url), key=lambda path: path == "/app/")
+    assert paths[-1] == "/app/"
     visit = open_page(browser, paths[0])
     for path in paths:
         assert visit.goto(path).status == 200, path
@@ -39,8 +41,8 @@ def test_every_page_loads_clean_and_isolated(browser, open_page, site_url):
 
 
 @pytest.mark.parametrize("width", [320, 390])
-def test_no_page_scrolls_sideways_on_a_phone(browser, open_page, site_url, width):
-    visit = open_page(browser, "/404.html")
+def test_no_page_scrolls_sideways_on_a_phone(browser_no_webgpu, open_page, site_url, width):
+    visit = open_page(browser_no_webgpu, "/404.html")
     visit.page.set_viewport_size({"width": width, "height": 800})
     wide = {}
     for path in sitemap_paths(site_url) + ["/404.html"]:
@@ -122,13 +124,13 @@ def test_no_placeholder_text_on_any_built_page(dist):
         assert match is None, f"{page.relative_to(dist)}: placeholder text {match[0]!r}"
 
 
-def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
+def test_serve_live_reload_obeys_the_csp_and_reloads(browser_no_webgpu, open_page, dist):
     from tinygpt.site_build import serve
 
     live = serve.LiveReload()
     server, url = serve.start_in_thread(dist, 0, live)
     try:
-        visit = open_page(browser, url + "/docs/")
+        visit = open_page(browser_no_webgpu, url + "/docs/")
         wait_for(lambda: visit.page.evaluate("performance.getEntriesByName(location.origin + '/__livereload').length > 0"),
                  10, "the live-reload request")
         with visit.page.expect_navigation():
@@ -139,13 +141,13 @@ def test_serve_live_reload_obeys_the_csp_and_reloads(browser, open_page, dist):
         server.server_close()
 
 
-def test_devlog_home_and_feed_list_posts_newest_first_by_date_and_time(browser, open_page, site_url):
+def test_devlog_home_and_feed_list_posts_newest_first_by_date_and_time(browser_no_webgpu, open_page, site_url):
     from tinygpt.site_build import content, pages
 
     posts = sorted((p for p in content.load(ROOT) if p.kind == "devlog"), key=pages.published, reverse=True)
     expected = [p.url for p in posts]
     assert len({pages.published(p) for p in posts}) == len(posts), "two posts share a date and time"
-    visit = open_page(browser, "/devlog/")
+    visit = open_page(browser_no_webgpu, "/devlog/")
     listed = visit.page.locator(".post-list li > a").evaluate_all("links => links.map(a => a.getAttribute('href'))")
     assert listed == expected
     stamps = visit.page.locator(".post-list time").evaluate_all("ts => ts.map(t => t.getAttribute('datetime'))")
@@ -183,8 +185,8 @@ PLOT_TEXT = """() => [...document.querySelectorAll('svg.plot')].filter(s => s.ge
 
 
 @pytest.mark.parametrize("width", [320, 390, 1280])
-def test_speedup_plots_have_readable_labels_that_do_not_overlap(browser, open_page, width):
-    visit = open_page(browser, "/speedup/")
+def test_speedup_plots_have_readable_labels_that_do_not_overlap(browser_no_webgpu, open_page, width):
+    visit = open_page(browser_no_webgpu, "/speedup/")
     visit.page.set_viewport_size({"width": width, "height": 800})
     plots = visit.page.evaluate(PLOT_TEXT)
     assert len(plots) == visit.page.locator("figure").count() >= 1, "one drawing of each plot is shown"
