@@ -145,6 +145,7 @@ export async function shaderHash(...parts: (BufferSource | string)[]): Promise<s
 const stderr = (globalThis as { process?: { stderr?: { write(text: string): unknown } } }).process?.stderr;
 const logLine = (line: string) => (stderr ? stderr.write(`${line}\n`) : console.info(line));
 
+const sessionKey = (lever: string, key: VerdictKey) => JSON.stringify([lever, key.adapter, key.browser, key.shaders]);
 const sameKey = (a: VerdictKey, b: VerdictKey) => a.adapter === b.adapter && a.browser === b.browser && a.shaders === b.shaders;
 
 async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
@@ -167,6 +168,13 @@ async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcom
   return verdict;
 }
 
+/** Whether `gate` would answer for `lever` under `key` without running its check: forced, reached this session, or remembered. */
+export async function remembered(lever: string, key: VerdictKey): Promise<boolean> {
+  if (forced.has(lever) || session.has(sessionKey(lever, key))) return true;
+  const kept = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
+  return kept !== undefined && sameKey(kept, key);
+}
+
 /**
  * The verdict of `lever` under `key`: forced, remembered, or reached now by
  * `check`, whose failure is null when the lever's kernels agree with the plain
@@ -176,7 +184,7 @@ async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcom
  * anything.
  */
 export function gate(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
-  const k = JSON.stringify([lever, key.adapter, key.browser, key.shaders]);
+  const k = sessionKey(lever, key);
   let verdict = session.get(k);
   if (!verdict) {
     verdict = reach(lever, key, check);

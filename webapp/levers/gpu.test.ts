@@ -15,7 +15,6 @@ import { requestGpu } from "../engine/gpu/device";
 import { F32_KERNELS } from "../engine/gpu/kernels";
 import { type StoredVerdict, configureGates } from "./gate";
 import { type GpuLever, gpuLevers } from "./gpu";
-import { spelledFor } from "./coop-matrix/spelling";
 
 // Besides the real variant, unchanged kernels for ops only one gate shape runs each
 // (the aligned shape's vec4 matmul, the unaligned one's scalar matmuls), so passing
@@ -34,7 +33,7 @@ const respelt: GpuLever = {
   id: "respelt",
   feature: null,
   kernels: { matmul_vec4_nn_64: { ...F32_KERNELS.matmul_vec4_nn, source: MISSPELT + F32_KERNELS.matmul_vec4_nn.source } },
-  spell: (device, kernels) => spelledFor(device, kernels, (k) => ({ ...k, source: k.source.replace(MISSPELT, "") })),
+  respell: (k) => ({ ...k, source: k.source.replace(MISSPELT, "") }),
 };
 
 test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is refused; only what passed reaches the backend", { skip: noGpu ?? false }, async () => {
@@ -58,11 +57,14 @@ test("GPU levers: the same step passes, Wᵀ or an op the gate never runs is ref
     assert.deepEqual(out.kernels, same.kernels, "the respelt table (the same kernel as written) in place of its misspelt one");
     assert.deepEqual(out.features, []);
 
-    configureGates({ store }); // the next visit: every verdict remembered, no check runs (no device given)
-    const again = await gpuLevers({ gpu: null as unknown as GPU }, adapter, [same, transposed]);
+    // The next visit: every verdict remembered, no check runs and nothing compiles, not even the
+    // respelt table's spelling (no device given).
+    configureGates({ store });
+    const again = await gpuLevers({ gpu: null as unknown as GPU }, adapter, [same, transposed, respelt]);
     assert.ok(Object.values(again.verdicts).every((v) => v.cached));
     assert.equal(again.verdicts.same.detail, out.verdicts.same.detail);
-    assert.deepEqual(again.kernels, same.kernels);
+    assert.equal(again.verdicts.respelt.detail, "in WGSL's older subgroup-matrix spelling");
+    assert.deepEqual(again.kernels, same.kernels, "the remembered respelt table, as on the first visit");
     configureGates({ store, forceFail: ["same"] });
     assert.deepEqual((await gpuLevers({ context }, adapter, [same])).kernels, {});
   } finally {

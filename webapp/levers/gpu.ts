@@ -20,20 +20,20 @@
 
 import { createGpuBackend } from "../engine/gpu/backend";
 import { type GpuContext, describeAdapter, requestGpu } from "../engine/gpu/device";
-import { type AnyOp, F32_KERNELS, type KernelTable, type Op } from "../engine/gpu/kernels";
+import { type AnyOp, F32_KERNELS, type Kernel, type KernelTable, type Op } from "../engine/gpu/kernels";
 import { defaultTrainConfig, initParams, tensorLayout } from "../engine/model";
 import { Rng } from "../engine/rng";
 import facts from "../../tinygpt/facts.json";
 import { GATE_SHAPES, type GateShape } from "./shapes";
 
 export { GATE_SHAPES, type GateShape };
-import { type GateErrors, type Outcome, type Verdict, type VerdictKey, browserVersion, gate, gateErrors, gradientError, shaderHash, withinBudget, worst } from "./gate";
+import { type GateErrors, type Outcome, type Verdict, type VerdictKey, browserVersion, gate, gateErrors, gradientError, remembered, shaderHash, withinBudget, worst } from "./gate";
 import { COOP_ATTENTION } from "./coop-attention/lever";
 import { COOP_MATRIX } from "./coop-matrix/lever";
 import { SHADER_F16 } from "./shader-f16/lever";
 import { STORAGE_F16 } from "./storage-f16/lever";
 import { SUBGROUPS } from "./subgroups/lever";
-import type { Spelling } from "./coop-matrix/spelling";
+import { type Spelling, respelled, spelledFor } from "./coop-matrix/spelling";
 
 interface LeverBase {
   /** Its facts.levers id. */
@@ -50,8 +50,12 @@ interface LeverBase {
   f16?: boolean;
   /** What it runs on an adapter it has a table for, in words (its verdict's `detail`). */
   describe?: (adapter: GPUAdapter) => string;
-  /** Its WGSL is spelt differently by different browsers: the table in the spelling `device` compiles (coop-matrix/spelling.ts). */
-  spell?: (device: GPUDevice, kernels: Partial<KernelTable>) => Promise<{ kernels: Partial<KernelTable>; spelling: Spelling }>;
+  /**
+   * Its WGSL is spelt differently by different browsers: a kernel in the other spelling
+   * (coop-matrix/spelling.ts). Its table is gated in the spelling a verdict is remembered for, else
+   * in the first one the device compiles.
+   */
+  respell?: (kernel: Kernel) => Kernel;
 }
 
 /** A lever and its table: the same on every adapter (`kernels`), or made for each (`forAdapter`, null where it cannot run there). */
@@ -189,6 +193,18 @@ async function onDevice<T>(on: GateDevice, features: GPUFeatureName[], use: (con
   }
 }
 
+/**
+ * A respellable lever's table in the spelling its remembered verdict was reached in, so that a
+ * later visit compiles nothing before its gate answers; else in the first spelling the device
+ * compiles (spelledFor), or as written where no device can be had for it (its gate's check says why).
+ */
+async function spelt(id: string, respell: (kernel: Kernel) => Kernel, on: GateDevice, adapter: GPUAdapter, features: GPUFeatureName[], kernels: Partial<KernelTable>): Promise<{ kernels: Partial<KernelTable>; spelling: Spelling }> {
+  const older = respelled(kernels, respell);
+  if (await remembered(id, await tableKey(adapter, kernels))) return { kernels, spelling: "templated" };
+  if (await remembered(id, await tableKey(adapter, older))) return { kernels: older, spelling: "older" };
+  return onDevice(on, features, (context) => spelledFor(context.device, kernels, respell)).catch(() => ({ kernels, spelling: "templated" as const }));
+}
+
 /** What the WebGPU backend runs on an adapter: every GPU lever's verdict, and the tables and features of those that passed. */
 export interface GpuLevers {
   verdicts: Record<string, Verdict>;
@@ -220,8 +236,7 @@ export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GP
     if (!kernels) continue;
     const features = leverFeatures(lever);
     let spelling: Spelling = "templated";
-    // Where no device can be had for it, the table goes to its gate as written, whose check says why.
-    if (lever.spell) ({ kernels, spelling } = await onDevice(on, features, (context) => lever.spell!(context.device, kernels!)).catch(() => ({ kernels: kernels!, spelling })));
+    if (lever.respell) ({ kernels, spelling } = await spelt(lever.id, lever.respell, on, adapter, features, kernels));
     const table = kernels;
     const verdict = await gate(lever.id, await tableKey(adapter, table), () => kernelTableAgrees(on, table, features, lever.shapes));
     const detail = [lever.describe?.(adapter), spelling === "older" ? "in WGSL's older subgroup-matrix spelling" : null].filter(Boolean).join(", ");

@@ -9,7 +9,7 @@ import matmulVec4 from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.wgsl
 import { F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
 import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
 import type { GpuLever } from "../gpu";
-import { spelledFor } from "./spelling";
+import { olderKernel } from "./spelling";
 
 export const ID = "coop-matrix";
 
@@ -117,7 +117,7 @@ export const MATRIX_NEEDS = {
   alsoNeeds: ["shader-f16", "subgroups"] as GPUFeatureName[],
   wgslFeatures: ["subgroup_id"],
   describe: (adapter: GPUAdapter) => describeCoop(adapter.info as MatrixInfo),
-  spell: (device: GPUDevice, kernels: Partial<KernelTable>) => spelledFor(device, kernels),
+  respell: olderKernel,
   f16: true,
 };
 
