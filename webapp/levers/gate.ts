@@ -148,10 +148,16 @@ const logLine = (line: string) => (stderr ? stderr.write(`${line}\n`) : console.
 const sessionKey = (lever: string, key: VerdictKey) => JSON.stringify([lever, key.adapter, key.browser, key.shaders]);
 const sameKey = (a: VerdictKey, b: VerdictKey) => a.adapter === b.adapter && a.browser === b.browser && a.shaders === b.shaders;
 
+/** The verdict the store keeps for `lever` under `key`, if any. */
+async function kept(lever: string, key: VerdictKey): Promise<StoredVerdict | undefined> {
+  const verdict = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
+  return verdict && sameKey(verdict, key) ? verdict : undefined;
+}
+
 async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcome>): Promise<Verdict> {
   if (forced.has(lever)) return { pass: false, reason: `forced to fail for a test (?gate-fail=${lever})`, errors: {}, cached: false };
-  const kept = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
-  if (kept && sameKey(kept, key)) return { pass: kept.pass, reason: kept.reason, errors: kept.errors ?? {}, cached: true };
+  const known = await kept(lever, key);
+  if (known) return { pass: known.pass, reason: known.reason, errors: known.errors ?? {}, cached: true };
   let outcome: Outcome;
   try {
     outcome = await check();
@@ -170,9 +176,7 @@ async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcom
 
 /** Whether `gate` would answer for `lever` under `key` without running its check: forced, reached this session, or remembered. */
 export async function remembered(lever: string, key: VerdictKey): Promise<boolean> {
-  if (forced.has(lever) || session.has(sessionKey(lever, key))) return true;
-  const kept = store ? (await store.load().catch(() => ({}) as Record<string, StoredVerdict>))[lever] : undefined;
-  return kept !== undefined && sameKey(kept, key);
+  return forced.has(lever) || session.has(sessionKey(lever, key)) || (await kept(lever, key)) !== undefined;
 }
 
 /**

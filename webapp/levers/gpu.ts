@@ -194,15 +194,20 @@ async function onDevice<T>(on: GateDevice, features: GPUFeatureName[], use: (con
 }
 
 /**
- * A respellable lever's table in the spelling its remembered verdict was reached in, so that a
- * later visit compiles nothing before its gate answers; else in the first spelling the device
- * compiles (spelledFor), or as written where no device can be had for it (its gate's check says why).
+ * A lever's table and the key its verdict goes under. A respellable one's is in the spelling its
+ * remembered verdict was reached in, so that a later visit compiles nothing before its gate answers;
+ * else in the first spelling the device compiles (spelledFor), or as written where no device can
+ * be had for it (its gate's check says why).
  */
-async function spelt(id: string, respell: (kernel: Kernel) => Kernel, on: GateDevice, adapter: GPUAdapter, features: GPUFeatureName[], kernels: Partial<KernelTable>): Promise<{ kernels: Partial<KernelTable>; spelling: Spelling }> {
+async function spelt(lever: GpuLever, on: GateDevice, adapter: GPUAdapter, kernels: Partial<KernelTable>): Promise<{ kernels: Partial<KernelTable>; spelling: Spelling; key: VerdictKey }> {
+  const key = await tableKey(adapter, kernels);
+  const respell = lever.respell;
+  if (!respell || (await remembered(lever.id, key))) return { kernels, spelling: "templated", key };
   const older = respelled(kernels, respell);
-  if (await remembered(id, await tableKey(adapter, kernels))) return { kernels, spelling: "templated" };
-  if (await remembered(id, await tableKey(adapter, older))) return { kernels: older, spelling: "older" };
-  return onDevice(on, features, (context) => spelledFor(context.device, kernels, respell)).catch(() => ({ kernels, spelling: "templated" as const }));
+  const olderKey = await tableKey(adapter, older);
+  if (await remembered(lever.id, olderKey)) return { kernels: older, spelling: "older", key: olderKey };
+  const chosen = await onDevice(on, leverFeatures(lever), (context) => spelledFor(context.device, kernels, respell)).catch(() => ({ kernels, spelling: "templated" as const }));
+  return chosen.spelling === "older" ? { kernels: older, spelling: "older", key: olderKey } : { kernels, spelling: "templated", key };
 }
 
 /** What the WebGPU backend runs on an adapter: every GPU lever's verdict, and the tables and features of those that passed. */
@@ -232,13 +237,11 @@ export function tableOn(lever: GpuLever, adapter: GPUAdapter, wgsl: ReadonlySet<
 export async function gpuLevers(on: GateDevice, adapter: GPUAdapter, levers = GPU_LEVERS, wgsl: ReadonlySet<string> = globalThis.navigator?.gpu?.wgslLanguageFeatures ?? new Set()): Promise<GpuLevers> {
   const out: GpuLevers = { verdicts: {}, kernels: {}, features: [] };
   for (const lever of levers) {
-    let kernels = tableOn(lever, adapter, wgsl);
-    if (!kernels) continue;
+    const written = tableOn(lever, adapter, wgsl);
+    if (!written) continue;
     const features = leverFeatures(lever);
-    let spelling: Spelling = "templated";
-    if (lever.respell) ({ kernels, spelling } = await spelt(lever.id, lever.respell, on, adapter, features, kernels));
-    const table = kernels;
-    const verdict = await gate(lever.id, await tableKey(adapter, table), () => kernelTableAgrees(on, table, features, lever.shapes));
+    const { kernels, spelling, key } = await spelt(lever, on, adapter, written);
+    const verdict = await gate(lever.id, key, () => kernelTableAgrees(on, kernels, features, lever.shapes));
     const detail = [lever.describe?.(adapter), spelling === "older" ? "in WGSL's older subgroup-matrix spelling" : null].filter(Boolean).join(", ");
     out.verdicts[lever.id] = detail ? { ...verdict, detail } : verdict;
     if (verdict.pass) {
