@@ -28,6 +28,9 @@ Fixtures
   is empty), and `.goto(path)` to load another page in the same tab (problems
   accumulate; `.response` becomes the new navigation's). Contexts are closed
   after the test.
+- `open_module_page` (module): the same, its contexts closed after the module's
+  last test: for a visit that costs minutes and that several tests read (the
+  GPU levers' real gates on SwiftShader).
 
 Browser choice: env TINYGPT_CHROMIUM, else /usr/bin/chromium if present, else the
 Chromium Playwright manages.
@@ -144,10 +147,7 @@ def _origin(url: str) -> tuple[str, str]:
     return parts.scheme, parts.netloc
 
 
-@pytest.fixture
-def open_page(site_url):
-    contexts = []
-
+def _opener(site_url, contexts: list):
     def open_(browser, path_or_url: str, wait_until: str = "load", init_script: str | None = None) -> Visit:
         context = browser.new_context()
         contexts.append(context)
@@ -186,6 +186,20 @@ def open_page(site_url):
         visit.goto(path_or_url, wait_until)
         return visit
 
-    yield open_
+    return open_
+
+
+@pytest.fixture
+def open_page(site_url):
+    contexts = []
+    yield _opener(site_url, contexts)
+    for context in contexts:
+        context.close()
+
+
+@pytest.fixture(scope="module")
+def open_module_page(site_url):
+    contexts = []
+    yield _opener(site_url, contexts)
     for context in contexts:
         context.close()

@@ -16,6 +16,10 @@ from tinygpt.facts import FACTS
 from tinygpt.train import evaluate, split
 
 STEPS = 200
+# SwiftShader takes about a second a step: fewer, from a fixed seed. At Tiny's shape with batch 2
+# and context 32 the reference's last 20 of 80 steps average 3.26-3.35 over seeds 0-3, against the
+# 4.05 assert_learned asks for.
+GPU_STEPS = 80
 
 
 def assert_learned(rows, steps: int):
@@ -31,11 +35,11 @@ def assert_learned(rows, steps: int):
 
 
 def test_tiny_trains_on_webgpu(open_page, browser):
-    page = open_app(open_page, browser).page
+    page = open_app(open_page, browser, seed=20261205).page
     expect(page.locator("#caps")).to_have_attribute("data-webgpu", "yes")
     # SwiftShader runs the GPU kernels on two CPU cores: Tiny's shape at a small batch and context.
     # Best available would choose the CPU over SwiftShader (test_app_best.py): WebGPU, chosen.
-    configure(page, steps=STEPS, eval_every=100, save_every=100, batch=2, block=32, backend="webgpu")
+    configure(page, steps=GPU_STEPS, eval_every=100, save_every=100, batch=2, block=32, backend="webgpu")
     page.click("#btn-start")
     wait_state(page, "training", 120)
     expect(page.locator("#stat-backend")).to_contain_text("WebGPU")
@@ -45,7 +49,7 @@ def test_tiny_trains_on_webgpu(open_page, browser):
     expect(badge).to_have_text(re.compile(r"^GPU active · [\d.]+k? tok/s$"))
     wait_state(page, "ready", 540)
     expect(badge).to_be_hidden()
-    assert_learned(loss_table(page), STEPS)
+    assert_learned(loss_table(page), GPU_STEPS)
     text, updates = sample(page, "ROMEO:", temperature=0.8, top_k=40, length=16, timeout=120)
     assert text.startswith("ROMEO:") and len(text) > len("ROMEO:")
     assert updates > 4, "the sample appeared piece by piece"
