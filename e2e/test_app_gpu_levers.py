@@ -23,13 +23,13 @@ TRAINING = {lever: pill for lever, pill in HERE.items() if next(lv for lv in SHI
 EXPERIMENTAL = [lever["id"] for lever in FACTS["levers"] if lever["backend"] == "webgpu" and lever["status"] == "experimental"]
 GATE_S = 900  # the checks on a software GPU, compiling every kernel twice
 # The verdicts' file in the origin's private file system (webapp/worker/verdicts.ts).
-READ_VERDICTS = """async () => {
+VERDICTS = FACTS["gate"]["verdicts_file"]
+READ_VERDICTS = """async (name) => {
     const root = await navigator.storage.getDirectory();
-    return (await (await root.getFileHandle('numerics-gate.json')).getFile()).text();
+    return (await (await root.getFileHandle(name)).getFile()).text();
 }"""
-WRITE_VERDICTS = """async (text) => {
-    const root = await navigator.storage.getDirectory();
-    const out = await (await root.getFileHandle('numerics-gate.json', { create: true })).createWritable();
+WRITE_VERDICTS = """async ([name, text]) => {
+    const out = await (await (await navigator.storage.getDirectory()).getFileHandle(name, { create: true })).createWritable();
     await out.write(text);
     await out.close();
 }"""
@@ -54,7 +54,7 @@ def gated(open_module_page, browser):
     visit = open_app(open_module_page, browser, seed=11, gpu_levers=True)
     for lever in HERE:
         expect(verdict(visit.page, lever)).to_have_attribute("data-verdict", "pass", timeout=GATE_S * 1000)
-    return visit, visit.page.evaluate(READ_VERDICTS)
+    return visit, visit.page.evaluate(READ_VERDICTS, VERDICTS)
 
 
 def test_the_levers_gates_decide_their_pills_and_explainers_say_what_they_measured(gated):
@@ -96,8 +96,8 @@ def test_the_levers_gates_decide_their_pills_and_explainers_say_what_they_measur
 def test_a_forced_failure_hides_its_pill_and_training_converges(open_page, browser, gated, failed):
     # A later visit of the same browser: the others' verdicts are remembered, and run no check.
     visit = open_page(browser, "/", init_script=SEEDED_RANDOM % 12)
-    visit.page.evaluate(WRITE_VERDICTS, gated[1])
-    visit.goto(f"/app/?gate-fail={failed}")
+    visit.page.evaluate(WRITE_VERDICTS, [VERDICTS, gated[1]])
+    assert visit.goto(f"/app/?gate-fail={failed}").status == 200
     wait_ready(visit.page)
     page = visit.page
     expect(verdict(page, failed)).to_have_attribute("data-verdict", "fail", timeout=GATE_S * 1000)

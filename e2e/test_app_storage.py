@@ -7,6 +7,8 @@ from playwright.sync_api import expect
 
 from appdriver import configure, loss_table, open_app, set_quota, step, usage, wait_for, wait_state
 
+from tinygpt.facts import FACTS
+
 SEED = 1234
 
 OPFS_FILES = """async () => {
@@ -88,7 +90,7 @@ def test_the_first_save_fits_the_second_does_not(open_page, browser_no_webgpu):
     files = opfs_files(page)
     assert sorted(files.values()) == sorted(probe_files.values())
     # Beside the runs and their texts, only the numerics gate's verdicts (webapp/worker/verdicts.ts).
-    assert all(name == "numerics-gate.json" or name.split("/")[0] in ("runs", "corpora") and not name.endswith(".tmp")
+    assert all(name == FACTS["gate"]["verdicts_file"] or name.split("/")[0] in ("runs", "corpora") and not name.endswith(".tmp")
                for name in files)
     before = loss_table(page)
 

@@ -2,9 +2,10 @@
 // file at the top of this origin's private file system, lever id -> the key it
 // was reached under and the verdict. createWritable writes a copy and swaps it
 // in on close, so a tab closed mid-write leaves the previous file.
+import facts from "../../tinygpt/facts.json";
 import type { StoredVerdict, VerdictStore } from "../levers/gate";
 
-const FILE = "numerics-gate.json";
+const FILE = facts.gate.verdicts_file;
 
 export const opfsVerdicts: VerdictStore = {
   async load() {
