@@ -154,6 +154,24 @@ def test_matmul_split_k(rng, shader, entry, block, K, S):
     check("matmul", summed, A.astype(np.float64) @ B)
 
 
+@pytest.mark.parametrize("shader,entry,block", MATMULS)
+@pytest.mark.parametrize("S", [1, 3])
+def test_matmul_stacked_products(rng, shader, entry, block, S):
+    """P products along grid y (lib/matmul_block.wgsl): one A, each its own B, bias and C one after
+    another, as the graph's q, k and v; with S splits, split z's P partials at z·P·M·N."""
+    P, M, N, K = 3, 68, 44, 36
+    A, Bs, biases = randn(rng, M, K), randn(rng, P, K, N), randn(rng, P, N)
+    a = operands(entry, A, Bs[0])[0]
+    b = np.stack([operands(entry, A, B)[1] for B in Bs])
+    flags = 1 if S == 1 else 0
+    groups = (-(-N // block), P * -(-M // block), S)
+    out = gpu.run(shader, entry, mm_params(M, N, K, flags), {1: a, 2: b, 3: biases, 4: nans(S, P, M, N)}, groups,
+                  out=[4], constants={"BLOCK": block})[4]
+    got = out.reshape(S, P, M, N).astype(np.float64).sum(0)
+    for j in range(P):
+        check("matmul", got[j], A.astype(np.float64) @ Bs[j] + (biases[j] if flags else 0))
+
+
 # (N, K): one vec4 (4, 4); under one workgroup's OUTS (32) outputs and under one round of K slices (8, 20);
 # ragged past them (36, 100); then every preset's decoding products: C to C, C to 4C, 4C to C, the head.
 MATVEC_SHAPES = [(4, 4), (8, 20), (36, 100)]
@@ -320,6 +338,17 @@ def test_gelu(rng, n):
     check("gelu", out, model.gelu_backward(dy.astype(np.float64), x.astype(np.float64), cdf))
 
 
+@pytest.mark.parametrize("n", [4, 1000, 70_000])
+def test_gelu_vec4_gives_the_scalar_kernels_bits(rng, n):
+    """The vec4 entry points (n a multiple of 4) compute each element as the scalar ones do."""
+    x, dy = randn(rng, n) * 3, randn(rng, n)
+    for entry, bindings, o in [("gelu_forward", {1: x, 2: nans(n)}, 2), ("gelu_backward", {1: x, 3: dy, 4: nans(n)}, 4)]:
+        scalar = gpu.run("gelu", entry, dict(n=n), bindings, gpu.groups_1d(n), out=[o])[o]
+        vec4 = gpu.run("gelu", entry + "_vec4", dict(n=n), bindings, gpu.groups_1d(n // 4), out=[o])[o]
+        assert not np.isnan(scalar).any()
+        np.testing.assert_array_equal(vec4, scalar)
+
+
 def test_gelu_is_relatively_accurate_in_the_tails():
     """Φ comes from an erfc fit with a relative error bound, so x·Φ(x) keeps its relative
     accuracy far into the negative tail, where it is tiny. f32 exp of a large argument adds
@@ -470,11 +499,14 @@ def test_embedding(rng, B, T, C):
 
 # ---------------------------------------------------------------------------- residual
 
-@pytest.mark.parametrize("n", [1, 255, 257, 100_000])
+@pytest.mark.parametrize("n", [1, 4, 255, 257, 100_000])
 def test_residual(rng, n):
     a, b = randn(rng, n), randn(rng, n)
     out = gpu.run("residual", "residual_add", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n), out=[3])[3]
     check("residual", out, a + b)
+    if n % 4 == 0:
+        out = gpu.run("residual", "residual_add_vec4", dict(n=n), {1: a, 2: b, 3: nans(n)}, gpu.groups_1d(n // 4), out=[3])[3]
+        check("residual", out, a + b)
 
 
 def test_elementwise_grid_wraps_past_65535_workgroups(rng):

@@ -6,10 +6,12 @@
 // matmul_nn  C[M,N] = A[M,K]·B[K,N]     linear forward y = x·W (+ b)
 // matmul_nt  C[M,N] = A[M,K]·B[N,K]ᵀ    input gradient dx = dy·Wᵀ, tied head logits = x·wteᵀ
 // matmul_tn  C[M,N] = A[K,M]ᵀ·B[K,N]    weight gradient dW = xᵀ·dy
-//   workgroup 256; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
-//   Split K: with S > 1, workgroup z sums its own run of K and stores to c[z·M·N ..], S partial
+//   workgroup 256; dispatch (ceil(N/BLOCK), P·ceil(M/BLOCK), S).
+//   Stacked products (lib/matmul_block.wgsl): P products of one A, each with its own B, bias and C
+//   at equal strides (the graph's q, k and v, whose weights and activations lie one after another).
+//   Split K: with S > 1, workgroup z sums its own run of K and stores to c[z·P·M·N ..], S partial
 //   products that colsum then adds in a fixed order (deterministic, no atomics); c holds
-//   S·M·N elements and flags must be 0 but for GRAD_A and GRAD_B.
+//   S·P·M·N elements and flags must be 0 but for GRAD_A and GRAD_B.
 //
 // Params: four u32: M, N, K, flags (bit 0 BIAS: add bias[n]; bit 1 ACCUMULATE: C += result; GRAD_A
 // and GRAD_B mark an operand that is a gradient, which the f32 products need not know).
@@ -34,6 +36,7 @@
 
 #include "lib/split.wgsl"
 #include "lib/matmul_staged.wgsl"
+#include "lib/matmul_block.wgsl"
 
 struct Params {
   M: u32,
@@ -93,18 +96,18 @@ fn stash(t: u32, buf: u32, f: Fetched, a_trans: bool, b_trans: bool) {
   }
 }
 
-fn store_quad(out: u32, m: u32, n: u32, c0: vec4<elem>, c1: vec4<elem>, c2: vec4<elem>, c3: vec4<elem>) {
-  store4(out, m, n, c0);
-  store4(out, m + 1u, n, c1);
-  store4(out, m + 2u, n, c2);
-  store4(out, m + 3u, n, c3);
+fn store_quad(at: Block, m: u32, n: u32, c0: vec4<elem>, c1: vec4<elem>, c2: vec4<elem>, c3: vec4<elem>) {
+  store4(at, m, n, c0);
+  store4(at, m + 1u, n, c1);
+  store4(at, m + 2u, n, c2);
+  store4(at, m + 3u, n, c3);
 }
 
-fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
-  let ks = split_range(wg.z, splits, p.K, BK); // whole buffers: every split but the last ends on one
-  let out = wg.z * p.M * p.N; // where this split's partial product starts in c
-  let m0 = wg.y * BLOCK;
-  let n0 = wg.x * BLOCK;
+fn matmul(wg: vec3<u32>, groups: vec3<u32>, t: u32, a_trans: bool, b_trans: bool) {
+  let ks = split_range(wg.z, groups.z, p.K, BK); // whole buffers: every split but the last ends on one
+  let at = block_of(wg, groups);
+  let m0 = at.m0;
+  let n0 = at.n0;
   let tx = t % 16u;
   let ty = t / 16u;
   // c<r><j>: the invocation's row r (m0 + 4ty + r, or m0 + 64 + 4ty + r - 4 from r = 4 on) at
@@ -127,13 +130,13 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
   var c50 = vec4<elem>(0.0); var c51 = vec4<elem>(0.0);
   var c60 = vec4<elem>(0.0); var c61 = vec4<elem>(0.0);
   var c70 = vec4<elem>(0.0); var c71 = vec4<elem>(0.0);
-  stash(t, 0u, fetch(t, m0, n0, ks.x, ks.y, a_trans, b_trans), a_trans, b_trans);
+  stash(t, 0u, fetch(t, at, ks.x, ks.y, a_trans, b_trans), a_trans, b_trans);
   workgroupBarrier();
   var buf = 0u;
   for (var k0 = ks.x; k0 < ks.y; k0 += BK) {
     let more = k0 + BK < ks.y;
     var next = Fetched(vec4<elem>(0.0), vec4<elem>(0.0));
-    if (more) { next = fetch(t, m0, n0, k0 + BK, ks.y, a_trans, b_trans); }
+    if (more) { next = fetch(t, at, k0 + BK, ks.y, a_trans, b_trans); }
     let base = buf * TILE;
     for (var kk = 0u; kk < BK; kk++) {
       // All four reads before the arithmetic (a1 and b1 go unused in a 64 block).
@@ -172,11 +175,11 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
     c40 = vec4<elem>(s40); c50 = vec4<elem>(s50); c60 = vec4<elem>(s60); c70 = vec4<elem>(s70);
     c41 = vec4<elem>(s41); c51 = vec4<elem>(s51); c61 = vec4<elem>(s61); c71 = vec4<elem>(s71);
   }
-  store_quad(out, r, q, c00, c10, c20, c30);
+  store_quad(at, r, q, c00, c10, c20, c30);
   if (QUADS > 1u) {
-    store_quad(out, r, q + 64u, c01, c11, c21, c31);
-    store_quad(out, r + 64u, q, c40, c50, c60, c70);
-    store_quad(out, r + 64u, q + 64u, c41, c51, c61, c71);
+    store_quad(at, r, q + 64u, c01, c11, c21, c31);
+    store_quad(at, r + 64u, q, c40, c50, c60, c70);
+    store_quad(at, r + 64u, q + 64u, c41, c51, c61, c71);
   }
 }
 
@@ -184,15 +187,15 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, a_trans: bool, b_trans: bool) {
 // index as non-uniform as a whole, workgroup_id with it.
 @compute @workgroup_size(256)
 fn matmul_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul(wg, nwg.z, t, false, false);
+  matmul(wg, nwg, t, false, false);
 }
 
 @compute @workgroup_size(256)
 fn matmul_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul(wg, nwg.z, t, false, true);
+  matmul(wg, nwg, t, false, true);
 }
 
 @compute @workgroup_size(256)
 fn matmul_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32) {
-  matmul(wg, nwg.z, t, true, false);
+  matmul(wg, nwg, t, true, false);
 }

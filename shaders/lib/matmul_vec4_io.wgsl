@@ -7,11 +7,11 @@
 #include "lib/matmul_tile.wgsl"
 #include "lib/matmul_vec4_store.wgsl"
 
-fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Fetched {
+fn fetch(t: u32, at: Block, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Fetched {
   var f = Fetched(vec4<elem>(0.0), vec4<elem>(0.0));
-  let am = origin(t, m0, k0, !a_trans);
-  let bn = origin(t, n0, k0, b_trans);
+  let am = origin(t, at.m0, k0, !a_trans);
+  let bn = origin(t, at.n0, k0, b_trans);
   if (am.x < p.M && am.y < kend) { f.a = a[select(am.x * p.K + am.y, am.y * p.M + am.x, a_trans) / 4u]; }
-  if (bn.x < p.N && bn.y < kend) { f.b = b4(select(bn.y * p.N + bn.x, bn.x * p.K + bn.y, b_trans) / 4u); }
+  if (bn.x < p.N && bn.y < kend) { f.b = b4((at.b + select(bn.y * p.N + bn.x, bn.x * p.K + bn.y, b_trans)) / 4u); }
   return f;
 }

@@ -1,7 +1,7 @@
 // levers/coop-matrix/matmul_vec4.wgsl: matmul_vec4.wgsl's three products on the GPU's matrix units
 // (Chromium's subgroup matrices, config f16 x f16 -> f32 at 16x16x16), for the coop-matrix lever
-// (webapp/levers/coop-matrix/). The same bindings, params, entry points, split and flags as the
-// plain module; f32 in memory, rounded to f16 as a tile is staged, products summed in f32.
+// (webapp/levers/coop-matrix/). The same bindings, params, entry points, stacked products, split
+// and flags as the plain module; f32 in memory, rounded to f16 as a tile is staged, products summed in f32.
 //
 // A workgroup computes a BLOCK x BLOCK block of C (128, or 64 for grids too small to fill the GPU)
 // with BLOCK / 16 subgroups of SUBGROUP invocations (the adapter's one subgroup size, an override
@@ -13,7 +13,7 @@
 // loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that bias,
 // ACCUMULATE and the bounds apply as the plain store does (lib/matmul_vec4_store.wgsl).
 // Out-of-range elements stage as 0. Workgroup memory: 12 KiB at BLOCK 64, 24 KiB at 128.
-//   workgroup (BLOCK / 16) * SUBGROUP; dispatch (ceil(N/BLOCK), ceil(M/BLOCK), S).
+//   workgroup (BLOCK / 16) * SUBGROUP; dispatch (ceil(N/BLOCK), P·ceil(M/BLOCK), S).
 
 enable f16;
 enable subgroups;
@@ -21,6 +21,7 @@ enable chromium_experimental_subgroup_matrix;
 requires subgroup_id;
 
 #include "lib/split.wgsl"
+#include "lib/matmul_block.wgsl"
 
 struct Params {
   M: u32,
@@ -69,7 +70,9 @@ fn slot(t: u32, i: u32, cols: u32) -> vec2<u32> {
 
 // One step's A and B from global memory, 4 consecutive elements of the global layout a vec4:
 // A as [BLOCK m][BK k] (or [BK k][BLOCK m] for Aᵀ), B as [BK k][BLOCK n] (or [BLOCK n][BK k] for Bᵀ).
-fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Staged {
+fn fetch(t: u32, blk: Block, k0: u32, kend: u32, a_trans: bool, b_trans: bool) -> Staged {
+  let m0 = blk.m0;
+  let n0 = blk.n0;
   var s: Staged;
   for (var i = 0u; i < PER; i++) {
     s.a[i] = vec4<elem>(0.0);
@@ -89,12 +92,12 @@ fn fetch(t: u32, m0: u32, n0: u32, k0: u32, kend: u32, a_trans: bool, b_trans: b
       let at = slot(t, i, BK);
       let n = n0 + at.x;
       let k = k0 + at.y;
-      if (n < p.N && k < kend) { s.b[i] = b[(n * p.K + k) / 4u]; }
+      if (n < p.N && k < kend) { s.b[i] = b[(blk.b + n * p.K + k) / 4u]; }
     } else {
       let at = slot(t, i, BLOCK);
       let k = k0 + at.x;
       let n = n0 + at.y;
-      if (k < kend && n < p.N) { s.b[i] = b[(k * p.N + n) / 4u]; }
+      if (k < kend && n < p.N) { s.b[i] = b[(blk.b + k * p.N + n) / 4u]; }
     }
   }
   return s;
@@ -140,23 +143,23 @@ fn right(kk: u32, q: u32, b_trans: bool) -> Right {
 
 // A result matrix of this subgroup out through its scratch: 4 elements of a row per invocation
 // and step, whatever the subgroup size.
-fn emit(out: u32, sg: u32, lane: u32, m: u32, n: u32, r: Result, unscale: f32) {
+fn emit(blk: Block, sg: u32, lane: u32, m: u32, n: u32, r: Result, unscale: f32) {
   subgroupMatrixStore<row_major>(&scratch, sg * T * T, r, T);
   workgroupBarrier();
   for (var e = lane * 4u; e < T * T; e += SUBGROUP * 4u) {
     let s = sg * T * T + e;
-    store4(out, m + e / T, n + e % T, vec4<elem>(scratch[s], scratch[s + 1u], scratch[s + 2u], scratch[s + 3u]) * unscale);
+    store4(blk, m + e / T, n + e % T, vec4<elem>(scratch[s], scratch[s + 1u], scratch[s + 2u], scratch[s + 3u]) * unscale);
   }
   workgroupBarrier();
 }
 
 // The accumulators are named, not an array: indexed in a loop, an array of them ran at a third
 // of the speed on the H200 (2026-12-02), as if it had left the registers.
-fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool, b_trans: bool) {
-  let ks = split_range(wg.z, splits, p.K, BK);
-  let out = wg.z * p.M * p.N;
-  let m0 = wg.y * BLOCK;
-  let n0 = wg.x * BLOCK;
+fn matmul(wg: vec3<u32>, groups: vec3<u32>, t: u32, sg: u32, lane: u32, a_trans: bool, b_trans: bool) {
+  let ks = split_range(wg.z, groups.z, p.K, BK);
+  let blk = block_of(wg, groups);
+  let m0 = blk.m0;
+  let n0 = blk.n0;
   let wide = BLOCK > 64u; // four result columns a subgroup, else two
   let qm = (sg / 2u) * 32u; // this subgroup's 32 rows and BLOCK / 2 columns of the block
   let qn = (sg % 2u) * (BLOCK / 2u);
@@ -164,12 +167,12 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool,
   var c10 = Result(); var c11 = Result(); var c12 = Result(); var c13 = Result();
   let sa = scale(GRAD_A, a_trans);
   let sb = scale(GRAD_B, a_trans);
-  var next = fetch(t, m0, n0, ks.x, ks.y, a_trans, b_trans);
+  var next = fetch(t, blk, ks.x, ks.y, a_trans, b_trans);
   for (var k0 = ks.x; k0 < ks.y; k0 += BK) {
     stash(t, next, sa, sb, a_trans, b_trans);
     workgroupBarrier();
     // The next step's loads go out before this step's products.
-    if (k0 + BK < ks.y) { next = fetch(t, m0, n0, k0 + BK, ks.y, a_trans, b_trans); }
+    if (k0 + BK < ks.y) { next = fetch(t, blk, k0 + BK, ks.y, a_trans, b_trans); }
     for (var kk = 0u; kk < BK; kk += T) {
       let a0 = left(qm, kk, a_trans);
       let a1 = left(qm + T, kk, a_trans);
@@ -193,32 +196,32 @@ fn matmul(wg: vec3<u32>, splits: u32, t: u32, sg: u32, lane: u32, a_trans: bool,
   let m = m0 + qm;
   let n = n0 + qn;
   let unscale = 1.0 / (sa * sb);
-  emit(out, sg, lane, m, n, c00, unscale);
-  emit(out, sg, lane, m, n + T, c01, unscale);
-  emit(out, sg, lane, m + T, n, c10, unscale);
-  emit(out, sg, lane, m + T, n + T, c11, unscale);
+  emit(blk, sg, lane, m, n, c00, unscale);
+  emit(blk, sg, lane, m, n + T, c01, unscale);
+  emit(blk, sg, lane, m + T, n, c10, unscale);
+  emit(blk, sg, lane, m + T, n + T, c11, unscale);
   if (wide) {
-    emit(out, sg, lane, m, n + 2u * T, c02, unscale);
-    emit(out, sg, lane, m, n + 3u * T, c03, unscale);
-    emit(out, sg, lane, m + T, n + 2u * T, c12, unscale);
-    emit(out, sg, lane, m + T, n + 3u * T, c13, unscale);
+    emit(blk, sg, lane, m, n + 2u * T, c02, unscale);
+    emit(blk, sg, lane, m, n + 3u * T, c03, unscale);
+    emit(blk, sg, lane, m + T, n + 2u * T, c12, unscale);
+    emit(blk, sg, lane, m + T, n + 3u * T, c13, unscale);
   }
 }
 
 @compute @workgroup_size(INVOCATIONS)
 fn matmul_nn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
              @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-  matmul(wg, nwg.z, t, sg, lane, false, false);
+  matmul(wg, nwg, t, sg, lane, false, false);
 }
 
 @compute @workgroup_size(INVOCATIONS)
 fn matmul_nt(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
              @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-  matmul(wg, nwg.z, t, sg, lane, false, true);
+  matmul(wg, nwg, t, sg, lane, false, true);
 }
 
 @compute @workgroup_size(INVOCATIONS)
 fn matmul_tn(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>, @builtin(local_invocation_index) t: u32,
              @builtin(subgroup_id) sg: u32, @builtin(subgroup_invocation_id) lane: u32) {
-  matmul(wg, nwg.z, t, sg, lane, true, false);
+  matmul(wg, nwg, t, sg, lane, true, false);
 }

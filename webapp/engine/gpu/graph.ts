@@ -6,7 +6,7 @@
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
-import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, colsumOp, matmulOp, weightGradOp } from "./kernels";
+import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, colsumOp, elementwiseOp, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
 import type { GpuLayout } from "./layout";
 import type { Int8Layout } from "../quantize";
@@ -53,14 +53,31 @@ export interface ParamBuffers {
   int8?: { buffer: GPUBuffer; layout: Int8Layout } | null;
 }
 
+/**
+ * q, k and v (or their gradients), one after another in one buffer: each bindable alone, and
+ * `stacked` where nothing pads them apart, so that one dispatch of stacked products
+ * (lib/matmul_block.wgsl) can write or read all three through `all`.
+ */
+interface Qkv {
+  all: GPUBuffer;
+  q: GPUBufferBinding; k: GPUBufferBinding; v: GPUBufferBinding;
+  stacked: boolean;
+}
+
 interface LayerActs {
   resIn: GPUBuffer; // the residual stream entering the block
   ln1: GPUBuffer; ln1Mean: GPUBuffer; ln1Rstd: GPUBuffer;
-  q: GPUBuffer; k: GPUBuffer; v: GPUBuffer;
+  qkv: Qkv;
   att: GPUBuffer; lse: GPUBuffer;
   resMid: GPUBuffer; // after attention
   ln2: GPUBuffer; ln2Mean: GPUBuffer; ln2Rstd: GPUBuffer;
   fc: GPUBuffer; gelu: GPUBuffer;
+}
+
+/** The gradients of the activations (one layer's at a time) and the split reductions' partials. */
+interface GradActs {
+  res: GPUBuffer; ln: GPUBuffer; att: GPUBuffer; qkv: Qkv; delta: GPUBuffer;
+  gelu: GPUBuffer; fc: GPUBuffer; logits: GPUBuffer; partials: GPUBuffer;
 }
 
 /** Activations (and, for training, gradient scratch) of one batch shape. */
@@ -78,7 +95,7 @@ export class Graph {
   private readonly losses: GPUBuffer;
   private readonly lse: GPUBuffer;
   private readonly owned: GPUBuffer[] = [];
-  private grad: Record<string, GPUBuffer> | null = null;
+  private grad: GradActs | null = null;
   /**
    * Decoding's state (sample.wgsl): [position, token] for decode.wgsl, then the tokens drawn, the
    * first one's counter and the logits row sample_token reads; null for training.
@@ -112,7 +129,7 @@ export class Graph {
       this.layers.push({
         resIn: buf(`res${l}`, BT * C),
         ln1: buf(`ln1.${l}`, BT * C), ln1Mean: buf(`ln1mean.${l}`, BT), ln1Rstd: buf(`ln1rstd.${l}`, BT),
-        q: buf(`q.${l}`, BT * C), k: buf(`k.${l}`, BT * C), v: buf(`v.${l}`, BT * C),
+        qkv: this.qkvBuffers(`qkv.${l}`, BT * C, elementBytes),
         att: buf(`att.${l}`, BT * C), lse: buf(`attlse.${l}`, B * H * T),
         resMid: buf(`resmid.${l}`, BT * C),
         ln2: buf(`ln2.${l}`, BT * C), ln2Mean: buf(`ln2mean.${l}`, BT), ln2Rstd: buf(`ln2rstd.${l}`, BT),
@@ -131,7 +148,7 @@ export class Graph {
     if (training) {
       this.grad = {
         res: buf("dres", BT * C), ln: buf("dln", BT * C), att: buf("datt", BT * C),
-        q: buf("dq", BT * C), k: buf("dk", BT * C), v: buf("dv", BT * C), delta: buf("delta", B * H * T),
+        qkv: this.qkvBuffers("dqkv", BT * C, elementBytes), delta: buf("delta", B * H * T),
         gelu: buf("dgelu", BT * 4 * C), fc: buf("dfc", BT * 4 * C), logits: buf("dlogits", BT * V),
         partials: this.alloc("split partials", this.partialFloats(), F32),
       };
@@ -140,6 +157,15 @@ export class Graph {
       this.drawn = this.alloc("drawn tokens", T + 1, U32);
       this.qkv = buf("decode q, k, v", 3 * this.qkvRow());
     }
+  }
+
+  /** A Qkv of `elements` each, each starting on a bindable offset. */
+  private qkvBuffers(label: string, elements: number, elementBytes: number): Qkv {
+    const align = this.device.limits.minStorageBufferOffsetAlignment;
+    const stride = Math.ceil((elements * elementBytes) / align) * align;
+    const all = this.alloc(label, (2 * stride) / elementBytes + elements, elementBytes);
+    const [q, k, v] = [0, 1, 2].map((i) => ({ buffer: all, offset: i * stride, size: elements * elementBytes }));
+    return { all, q, k, v, stacked: stride === elements * elementBytes };
   }
 
   /** Floats from one of a decoding step's q, k and v to the next: n_embd, padded to a bindable offset. */
@@ -153,9 +179,9 @@ export class Graph {
     return splitsFor(this.kernels[op], sizes, run, outputs);
   }
 
-  /** Runs K is cut into for C[M,N] = Aᵀ·B (a weight gradient). */
-  private kSplits(op: Op, M: number, N: number, K: number): number {
-    return this.splits(op, { M, N, K, flags: 0 }, K, M * N);
+  /** Runs K is cut into for C[M,N] = Aᵀ·B (a weight gradient), of `products` stacked ones. */
+  private kSplits(op: Op, M: number, N: number, K: number, products = 1): number {
+    return this.splits(op, { M, N, K, flags: 0, products }, K, products * M * N);
   }
 
   /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
@@ -181,7 +207,7 @@ export class Graph {
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
-    const weights = [[C, C], [C, 4 * C], [4 * C, C], [V, C]].map(([M, N]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows) * M * N);
+    const weights = [[C, C, 3], [C, C, 1], [C, 4 * C, 1], [4 * C, C, 1], [V, C, 1]].map(([M, N, P]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows, P) * P * M * N);
     const biases = [C, 4 * C].map((N) => this.colsumSplits(rows, N) * N);
     const S = this.layernormSplits(rows, C);
     return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C, this.wteSplits(rows) * V * C);
@@ -211,32 +237,49 @@ export class Graph {
     return b;
   }
 
-  private w(name: string): GPUBufferBinding {
-    const t = this.layout.byName.get(name)!;
-    return { buffer: this.p.params, offset: t.gpuOffset * F32, size: t.size * F32 };
+  /** Whether tensors `names` lie one after another in the layout, as stacked products take them. */
+  private adjacent(names: string[]): boolean {
+    const ts = names.map((n) => this.layout.byName.get(n)!);
+    return ts.slice(1).every((t, i) => t.gpuOffset === ts[i].gpuOffset + ts[i].size);
+  }
+
+  /** The floats [offset, offset + size) of tensor `names`, or of adjacent ones. */
+  private span(names: string | string[]): { offset: number; size: number } {
+    const list = typeof names === "string" ? [names] : names;
+    if (!this.adjacent(list)) throw new Error(`${list.join(", ")} are not adjacent in the parameter layout`);
+    const ts = list.map((n) => this.layout.byName.get(n)!);
+    return { offset: ts[0].gpuOffset, size: ts.reduce((n, t) => n + t.size, 0) };
+  }
+
+  private w(names: string | string[]): GPUBufferBinding {
+    const t = this.span(names);
+    return { buffer: this.p.params, offset: t.offset * F32, size: t.size * F32 };
   }
 
   /**
    * The weight `name` as `r`'s op reads it: its f32 slice or its halves in the mirror (2 bytes each,
    * in whole vec2<u32>s) at binding 2, or its int8 block at binding 5.
    */
-  private weight(r: Recorder, op: Op, name: string): Record<number, Binding> {
+  private weight(r: Recorder, op: Op, name: string | string[]): Record<number, Binding> {
     const kernel = r.kernels[op];
-    if (kernel.weightsInt8) return { 5: int8Binding(this.p.int8!.buffer, this.p.int8!.layout, name) };
+    if (kernel.weightsInt8) {
+      if (typeof name !== "string") throw new Error(`${op} reads one int8 weight, not ${name.join(", ")}`);
+      return { 5: int8Binding(this.p.int8!.buffer, this.p.int8!.layout, name) };
+    }
     if (!kernel.weightsFromMirror) return { 2: this.w(name) };
-    const t = this.layout.byName.get(name)!;
-    return { 2: { buffer: this.p.mirror!, offset: t.gpuOffset * 2, size: Math.ceil(t.size / 4) * 8 } };
+    const t = this.span(name);
+    return { 2: { buffer: this.p.mirror!, offset: t.offset * 2, size: Math.ceil(t.size / 4) * 8 } };
   }
 
-  /** A matmul whose B (binding 2) is the weight `weight`; nn and nt, the orientations that take one. */
-  private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number }, weight: string, bindings: Record<number, Binding>): void {
+  /** A matmul whose B (binding 2) is the weight `weight` (or stacked weights); nn and nt, the orientations that take one. */
+  private mm(r: Recorder, o: "nn" | "nt", sizes: { M: number; N: number; K: number; flags: number; products?: number }, weight: string | string[], bindings: Record<number, Binding>): void {
     const op = matmulOp(o, sizes.M, sizes.N, sizes.K);
     r.op(op, { ...ONE_PRODUCT, ...sizes }, { ...bindings, ...this.weight(r, op, weight) });
   }
 
-  private g(name: string): GPUBufferBinding {
-    const t = this.layout.byName.get(name)!;
-    return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
+  private g(names: string | string[]): GPUBufferBinding {
+    const t = this.span(names);
+    return { buffer: this.p.grads, offset: t.offset * F32, size: t.size * F32 };
   }
 
   /** out[M,N] = x[M,K]·W + b; every linear helper takes its sizes by name, as the matmul's M, N, K. */
@@ -251,17 +294,39 @@ export class Graph {
     if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
   }
 
-  /** out[M,N] = aᵀ·b over K rows, split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A or GRAD_B). */
-  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK, grad: number): void {
-    const op = weightGradOp(this.kernels, M, N, K);
-    const S = this.kSplits(op, M, N, K);
-    if (S === 1) {
-      r.op(op, { M, N, K, flags: grad }, { 1: a, 2: b, 3: a, 4: out });
+  /**
+   * linearBackward of q, k and v from their gradients `dy`, dx overwritten by q's part and added
+   * to by k's and v's: their weight gradients as stacked products where dy and the weights allow.
+   */
+  private qkvBackward(r: Recorder, x: Binding, dy: Qkv, pre: string, dx: Binding, { M, N, K }: MNK): void {
+    const { prefixes, weights } = this.qkvProj(pre);
+    const dys = [dy.q, dy.k, dy.v];
+    if (!dy.stacked || !this.adjacent(weights)) {
+      prefixes.forEach((prefix, i) => this.linearBackward(r, x, dys[i], prefix, dx, { M, N, K }, i > 0));
       return;
     }
-    const partials = this.partials(S * M * N);
-    r.op(op, { M, N, K, flags: grad, splits: S }, { 1: a, 2: b, 3: a, 4: partials });
-    r.op(colsumOp(M * N), { M: S, N: M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    this.weightGrad(r, x, dy.all, this.g(weights), { M: K, N, K: M }, GRAD_B, 3);
+    prefixes.forEach((prefix, i) => {
+      this.columnSums(r, dys[i], M, N, this.g(`${prefix}.bias`));
+      this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (i > 0 ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dys[i], 3: dys[i], 4: dx });
+    });
+  }
+
+  /**
+   * out[M,N] = aᵀ·b over K rows (or `products` of them, stacked: b's and out's one after another),
+   * split along K when the grid alone is too small; `grad` says which operand is a gradient (GRAD_A
+   * or GRAD_B).
+   */
+  private weightGrad(r: Recorder, a: Binding, b: Binding, out: Binding, { M, N, K }: MNK, grad: number, products = 1): void {
+    const op = weightGradOp(this.kernels, M, N, K);
+    const S = this.kSplits(op, M, N, K, products);
+    if (S === 1) {
+      r.op(op, { M, N, K, flags: grad, products }, { 1: a, 2: b, 3: a, 4: out });
+      return;
+    }
+    const partials = this.partials(S * products * M * N);
+    r.op(op, { M, N, K, flags: grad, splits: S, products }, { 1: a, 2: b, 3: a, 4: partials });
+    r.op(colsumOp(products * M * N), { M: S, N: products * M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
   /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
@@ -296,6 +361,12 @@ export class Graph {
     r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }
 
+  /** Block `pre`'s q, k and v projections: their prefixes, and their weights' and biases' names. */
+  private qkvProj(pre: string): { prefixes: string[]; weights: string[]; biases: string[] } {
+    const prefixes = ["q", "k", "v"].map((x) => `${pre}.attn.${x}_proj`);
+    return { prefixes, weights: prefixes.map((p) => `${p}.weight`), biases: prefixes.map((p) => `${p}.bias`) };
+  }
+
   /** Tokens -> logits for every position. */
   forward(r: Recorder): void {
     const { n_layer: L, n_embd: C, n_head, block_size: T, vocab_size: V } = this.model;
@@ -308,17 +379,20 @@ export class Graph {
       const pre = `blocks.${l}`;
       const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
       this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd);
-      this.linear(r, a.ln1, `${pre}.attn.q_proj`, a.q, { M: BT, K: C, N: C });
-      this.linear(r, a.ln1, `${pre}.attn.k_proj`, a.k, { M: BT, K: C, N: C });
-      this.linear(r, a.ln1, `${pre}.attn.v_proj`, a.v, { M: BT, K: C, N: C });
-      r.op(attentionOp(this.kernels, "attention_forward", C / n_head), { B, T, C, n_head }, { 1: a.q, 2: a.k, 3: a.v, 4: a.att, 5: a.lse });
+      const qkv = this.qkvProj(pre);
+      if (a.qkv.stacked && this.adjacent(qkv.weights) && this.adjacent(qkv.biases)) {
+        this.mm(r, "nn", { M: BT, N: C, K: C, flags: BIAS, products: 3 }, qkv.weights, { 1: a.ln1, 3: this.w(qkv.biases), 4: a.qkv.all });
+      } else {
+        qkv.prefixes.forEach((prefix, i) => this.linear(r, a.ln1, prefix, [a.qkv.q, a.qkv.k, a.qkv.v][i], { M: BT, K: C, N: C }));
+      }
+      r.op(attentionOp(this.kernels, "attention_forward", C / n_head), { B, T, C, n_head }, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 4: a.att, 5: a.lse });
       this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
-      r.op("residual_add", { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
+      r.op(elementwiseOp("residual_add", BT * C), { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
       this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
       this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C });
-      r.op("gelu_forward", { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
+      r.op(elementwiseOp("gelu_forward", BT * 4 * C), { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
       this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C });
-      r.op("residual_add", { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
+      r.op(elementwiseOp("residual_add", BT * C), { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
     this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
@@ -353,7 +427,7 @@ export class Graph {
         this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
         [q, k, v].forEach((out, i) => this.linear(r, a.ln1, `${pre}.attn.${"qkv"[i]}_proj`, out, row));
       }
-      r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.k, 5: a.v, 6: a.att, 7: this.at! });
+      r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.qkv.k, 5: a.qkv.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
       if (normed) {
         r.op("matvec_nn_ln_gelu", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, ...this.weight(r, "matvec_nn_ln_gelu", `${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.gelu, ...ln(`${pre}.ln2`) });
@@ -421,17 +495,15 @@ export class Graph {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
       this.linearBackward(r, a.gelu, d.res, `${pre}.mlp.fc_out`, d.gelu, { M: BT, K: 4 * C, N: C });
-      r.op("gelu_backward", { n: BT * 4 * C }, { 1: a.fc, 3: d.gelu, 4: d.fc });
+      r.op(elementwiseOp("gelu_backward", BT * 4 * C), { n: BT * 4 * C }, { 1: a.fc, 3: d.gelu, 4: d.fc });
       this.linearBackward(r, a.ln2, d.fc, `${pre}.mlp.fc_in`, d.ln, { M: BT, K: C, N: 4 * C });
       this.layernormBackward(r, a.resMid, `${pre}.ln2`, a.ln2Mean, a.ln2Rstd, d.ln, d.res, true);
       this.linearBackward(r, a.att, d.res, `${pre}.attn.o_proj`, d.att, { M: BT, K: C, N: C });
       const sizes = { B, T, C, n_head };
       r.op("attention_backward_delta", sizes, { 6: d.att, 11: a.att, 7: d.delta });
-      r.op(attentionOp(this.kernels, "attention_backward_dq", C / n_head), sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.q });
-      r.op(attentionOp(this.kernels, "attention_backward_dkdv", C / n_head), sizes, { 1: a.q, 2: a.k, 3: a.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.k, 10: d.v });
-      this.linearBackward(r, a.ln1, d.q, `${pre}.attn.q_proj`, d.ln, { M: BT, K: C, N: C });
-      this.linearBackward(r, a.ln1, d.k, `${pre}.attn.k_proj`, d.ln, { M: BT, K: C, N: C }, true);
-      this.linearBackward(r, a.ln1, d.v, `${pre}.attn.v_proj`, d.ln, { M: BT, K: C, N: C }, true);
+      r.op(attentionOp(this.kernels, "attention_backward_dq", C / n_head), sizes, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.qkv.q });
+      r.op(attentionOp(this.kernels, "attention_backward_dkdv", C / n_head), sizes, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.qkv.k, 10: d.qkv.v });
+      this.qkvBackward(r, a.ln1, d.qkv, pre, d.ln, { M: BT, K: C, N: C });
       this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
     }
     const dwte = this.g("token_embedding.weight");

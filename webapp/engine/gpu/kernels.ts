@@ -78,9 +78,14 @@ function kernel(module: Module, entry: string, workgroups: Kernel["workgroups"],
 
 export type Orientation = "nn" | "nt" | "tn";
 
-/** A matmul on BLOCK x BLOCK tiles of C; `splits` (a dispatch size, not a param) cuts K along grid z. */
+/**
+ * The grid of a matmul on BLOCK x BLOCK blocks of C; dispatch sizes, not params: `products`
+ * stacked ones along grid y (lib/matmul_block.wgsl), `splits` of K along grid z.
+ */
+export const blockGrid = (BLOCK: number) => (s: Sizes): Workgroups => [ceil(s.N, BLOCK), ceil(s.M, BLOCK) * (s.products ?? 1), s.splits ?? 1];
+
 function tiled(module: "matmul" | "matmul_vec4", o: Orientation, BLOCK: number): Kernel {
-  return { ...kernel(module, `matmul_${o}`, (s) => [ceil(s.N, BLOCK), ceil(s.M, BLOCK), s.splits ?? 1], true), constants: { BLOCK } };
+  return { ...kernel(module, `matmul_${o}`, blockGrid(BLOCK), true), constants: { BLOCK } };
 }
 
 /**
@@ -131,6 +136,10 @@ export const F32_KERNELS = {
   gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
   gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
   residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
+  // The same for n a multiple of 4, an invocation per 4 elements (elementwiseOp).
+  gelu_forward_vec4: kernel("gelu", "gelu_forward_vec4", (s) => elementwise(s.n / 4)),
+  gelu_backward_vec4: kernel("gelu", "gelu_backward_vec4", (s) => elementwise(s.n / 4)),
+  residual_add_vec4: kernel("residual", "residual_add_vec4", (s) => elementwise(s.n / 4)),
   attention_forward: kernel("attention", "attention_forward", perHeadBlock),
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
@@ -189,6 +198,11 @@ export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
   if (!vec4) return `matmul_${o}`;
   if (M === 1 && o !== "tn") return `matvec_${o}`;
   return ceil(M, 128) * ceil(N, 128) < 128 ? `matmul_vec4_${o}_64` : `matmul_vec4_${o}`;
+}
+
+/** An elementwise op for n elements: its vec4 kernel where n is a multiple of 4. */
+export function elementwiseOp<O extends "gelu_forward" | "gelu_backward" | "residual_add">(op: O, n: number): O | `${O}_vec4` {
+  return n % 4 === 0 ? `${op}_vec4` : op;
 }
 
 /** The column-sum kernel for N columns: the vec4 one where N is a multiple of 4. */

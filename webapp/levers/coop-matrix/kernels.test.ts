@@ -1,7 +1,7 @@
 // The coop-matrix lever's kernels against the numpy reference (kernels.json, which
 // tests/oracles/conformance.py writes), one dispatch each: every matmul of its table with the flags
-// the graph sets (BIAS with ACCUMULATE, GRAD_A and GRAD_B on operands too small for f16 unscaled)
-// and split along K, in both WGSL spellings (spelling.ts). Only an adapter with subgroup matrices runs them (the H200 through Dawn, with
+// the graph sets (BIAS with ACCUMULATE, GRAD_A and GRAD_B on operands too small for f16 unscaled),
+// split along K and stacked (q, k and v), in both WGSL spellings (spelling.ts). Only an adapter with subgroup matrices runs them (the H200 through Dawn, with
 // TINYGPT_DAWN_F16_TOGGLE=1); elsewhere each test says the adapter lacks them. The lever's gate
 // compares whole training steps; this finds the kernel.
 import assert from "node:assert/strict";
@@ -53,9 +53,10 @@ function check(what: string, out: Float32Array, ref: Float32Array): number {
 const transpose = (a: Float32Array, rows: number, cols: number) => Float32Array.from({ length: a.length }, (_, i) => a[(i % rows) * cols + Math.floor(i / rows)]);
 const times = (a: Float32Array, s: number) => a.map((x) => x * s);
 const plus = (...xs: Float32Array[]) => xs[0].map((_, i) => xs.reduce((s, x) => s + x[i], 0));
+const concat = (xs: Float32Array[]) => Float32Array.from(xs.flatMap((x) => [...x]));
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-test("coop-matrix: every matmul of its table matches the reference, with bias and accumulate, gradient operands scaled into f16, and split along K, in both spellings", { skip }, async () => {
+test("coop-matrix: every matmul of its table matches the reference, with bias and accumulate, gradient operands scaled into f16, split along K and stacked, in both spellings", { skip }, async () => {
   // An operand this small (a gradient of a mean over 16384 rows) is all subnormal in f16 unless scaled.
   const tiny = 2 ** -14;
   const ops = (Object.keys(table!) as Op[]).filter((op) => op.startsWith("matmul"));
@@ -81,6 +82,15 @@ test("coop-matrix: every matmul of its table matches the reference, with bias an
         const parts = await run(0, a, b, S * M * N, S);
         errors.push(check(`${op} split ${S} ways`, plus(...[0, 1, 2].map((s) => parts.subarray(s * M * N, (s + 1) * M * N))), ab));
       }
+      // Three stacked products (lib/matmul_block.wgsl), product j's B and bias scaled by scales[j];
+      // the weight gradient's also split, each split's three products one after another.
+      const scales = [1, 0.5, -2];
+      const [S, flags] = o === "tn" ? [2, 0] : [1, BIAS];
+      const stacked = await dispatch(t, op, { ...sizes, flags, splits: S, products: 3 }, { 1: A(a), 2: concat(scales.map((s) => B(times(b, s)))), 3: concat(scales.map((s) => times(bias, s))) }, S * 3 * M * N);
+      scales.forEach((s, j) => {
+        const product = plus(...Array.from({ length: S }, (_, z) => stacked.subarray((z * 3 + j) * M * N, (z * 3 + j + 1) * M * N)));
+        errors.push(check(`${op} stacked product ${j}`, product, Float32Array.from(ab, (x, i) => (x + (flags ? bias[i % N] : 0)) * s)));
+      });
       log(`coop-matrix ${op} ${M}x${N}x${K} (${spelling} spelling): max error of max|ref| ${errors.map((e) => e.toExponential(2)).join(", ")}`);
     }
   }

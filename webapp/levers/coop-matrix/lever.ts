@@ -6,7 +6,7 @@
 // subgroupMatrixConfigs), and its one subgroup size, which the kernels' workgroups are made of.
 
 import matmulVec4 from "../../../.cache/wgsl/levers/coop-matrix/matmul_vec4.wgsl";
-import { F32_KERNELS, type KernelTable, type Op, type Sizes, type Workgroups } from "../../engine/gpu/kernels";
+import { F32_KERNELS, type KernelTable, type Op, blockGrid } from "../../engine/gpu/kernels";
 import { GATE_SHAPES, WIDE_SHAPE } from "../shapes";
 import type { GpuLever } from "../gpu";
 import { olderKernel } from "./spelling";
@@ -40,7 +40,6 @@ export function chooseConfig(reported: readonly SubgroupMatrixConfig[]): Subgrou
   return BUILT_CONFIGS.find((c) => reported.some((r) => same(c, r))) ?? null;
 }
 
-const ceil = (a: number, b: number) => Math.ceil(a / b);
 // The ops it replaces, with the block each computes, its k step (BK) and, for the 128-block
 // weight gradient, the K it runs from (Kernel.fromK): the 128-block products (matmulOp's choice of
 // block stands) 64 deep, and the weight gradients, split along K, in 64 blocks 32 deep, or in 128
@@ -55,7 +54,6 @@ const REPLACED: [op: Op, block: number, bk: number, fromK?: number][] = [
   ["matmul_vec4_tn", 128, 64, 8192],
   ["matmul_vec4_tn_64", 64, 32],
 ];
-const grid = (block: number) => (s: Sizes): Workgroups => [ceil(s.N, block), ceil(s.M, block), s.splits ?? 1];
 // The most vec4s of each operand an invocation stages a step (the shader's MAX_PER): 4 * BK / subgroup size.
 const MAX_PER = 8;
 // Workgroup memory of a block (shaders/levers/coop-matrix/matmul_vec4.wgsl): the f16 tiles of A
@@ -73,7 +71,7 @@ export function coopKernels(subgroupSize: number, maxBytes: number): Partial<Ker
   for (const [op, BLOCK, deep, fromK] of REPLACED) {
     const BK = [deep, 32].find((bk) => fits(BLOCK, bk));
     if (BK === undefined) return null;
-    table[op] = { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK, BK }, workgroups: grid(BLOCK), ...(fromK ? { fromK } : {}) };
+    table[op] = { ...F32_KERNELS[op], source: matmulVec4, constants: { SUBGROUP: subgroupSize, BLOCK, BK }, workgroups: blockGrid(BLOCK), ...(fromK ? { fromK } : {}) };
   }
   return table;
 }
