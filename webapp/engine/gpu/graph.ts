@@ -425,7 +425,7 @@ export class Graph {
         r.op("matvec_nn_ln", { ...row, flags: BIAS, eps: EPS, ...qkv.strides }, { 1: x, ...qkv.weights, 3: qkv.biases, 4: this.qkv!, ...ln(`${pre}.ln1`) });
       } else {
         this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
-        [q, k, v].forEach((out, i) => this.linear(r, a.ln1, `${pre}.attn.${"qkv"[i]}_proj`, out, row));
+        this.qkvProj(pre).prefixes.forEach((prefix, i) => this.linear(r, a.ln1, prefix, [q, k, v][i], row));
       }
       r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.qkv.k, 5: a.qkv.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
@@ -453,17 +453,18 @@ export class Graph {
    * int8 weights, their blocks, which int8.ts lays out at equal strides (words).
    */
   private qkvAtEqualStrides(r: Recorder, pre: string): { weights: Record<number, Binding>; biases: GPUBufferBinding; strides: Sizes } | null {
-    const span = (kind: "weight" | "bias") => {
-      const [q, k, v] = ["q", "k", "v"].map((p) => this.layout.byName.get(`${pre}.attn.${p}_proj.${kind}`)!);
+    const { weights, biases } = this.qkvProj(pre);
+    const span = (names: string[]) => {
+      const [q, k, v] = names.map((n) => this.layout.byName.get(n)!);
       const stride = k.gpuOffset - q.gpuOffset;
       if (v.gpuOffset - k.gpuOffset !== stride || stride % 4) return null;
       return { binding: { buffer: this.p.params, offset: q.gpuOffset * F32, size: (2 * stride + v.size) * F32 }, stride: stride / 4 };
     };
-    const [w, b] = [span("weight"), span("bias")];
+    const [w, b] = [span(weights), span(biases)];
     if (!w || !b) return null;
     const strides = { products: 3, b_stride: w.stride, bias_stride: b.stride, c_stride: this.qkvRow() / 4 };
     if (!r.kernels.matvec_nn_ln.weightsInt8) return { weights: { 2: w.binding }, biases: b.binding, strides };
-    const q8 = int8Span(this.p.int8!.buffer, this.p.int8!.layout, ["q", "k", "v"].map((p) => `${pre}.attn.${p}_proj.weight`));
+    const q8 = int8Span(this.p.int8!.buffer, this.p.int8!.layout, weights);
     return { weights: { 5: q8.binding }, biases: b.binding, strides: { ...strides, b_stride: q8.stride } };
   }
 
