@@ -5,6 +5,9 @@
 //   bindings 0 params, 1 x [rows,C] (read), 2 weight [C] (read), 3 bias [C] (read),
 //            4 out [rows,C] (read_write), 5 mean [rows] (read_write), 6 rstd [rows] (read_write).
 //   workgroup 128 (one row); dispatch (rows, 1, 1), rows <= 65535.
+// layernorm_forward_residual  the same of x + y (a residual add), the sum written to res: the
+//   block's residual stream and the LayerNorm that reads it without a pass between.
+//   bindings as layernorm_forward, and 11 y [rows,C] (read), 12 res [rows,C] (read_write).
 // layernorm_backward_dx  dx = rstd·(g - mean(g) - xhat·mean(g·xhat)), g = dout·weight, per row;
 //   with ACCUMULATE, dx += that (the residual stream's gradient).
 //   bindings 0 params, 1 x, 2 weight, 5 mean (read), 6 rstd (read), 7 dout [rows,C] (read),
@@ -46,29 +49,72 @@ const WG = 128u;
 @group(0) @binding(8) var<storage, read_write> dx: array<f32>;
 @group(0) @binding(9) var<storage, read_write> dweight: array<f32>;
 @group(0) @binding(10) var<storage, read_write> dbias: array<f32>;
+@group(0) @binding(11) var<storage, read> y: array<f32>;
+@group(0) @binding(12) var<storage, read_write> res: array<f32>;
 
 var<workgroup> scratch2: array<f32, 256>; // beside lib/reduce_tree.wgsl's scratch
 
+// The forward entry points differ only in where a row's values come from. These take an
+// invocation's share of the row's sum, then of its squares about the mean, and the row's
+// statistics; each invocation reads back only elements it read or wrote itself.
+struct Stats {
+  mean: f32,
+  rstd: f32,
+}
+
+fn mean_of(l: Lane, s: f32) -> f32 {
+  return reduce_sum(l, s, WG) / f32(p.C);
+}
+
+fn rstd_of(l: Lane, ss: f32) -> f32 {
+  return 1.0 / sqrt(reduce_sum(l, ss, WG) / f32(p.C) + p.eps);
+}
+
+fn normalized(v: f32, i: u32, st: Stats) -> f32 {
+  return (v - st.mean) * st.rstd * weight[i] + bias[i];
+}
+
+fn save_stats(l: Lane, row: u32, st: Stats) {
+  if (l.t == 0u) {
+    mean_out[row] = st.mean;
+    rstd_out[row] = st.rstd;
+  }
+}
+
 @compute @workgroup_size(128)
 fn layernorm_forward(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
-  let t = l.t;
   let base = wg.x * p.C;
   var s = 0.0;
-  for (var i = t; i < p.C; i += WG) { s += x[base + i]; }
-  let mean = reduce_sum(l, s, WG) / f32(p.C);
+  for (var i = l.t; i < p.C; i += WG) { s += x[base + i]; }
+  let mean = mean_of(l, s);
   var ss = 0.0;
-  for (var i = t; i < p.C; i += WG) {
+  for (var i = l.t; i < p.C; i += WG) {
     let d = x[base + i] - mean;
     ss += d * d;
   }
-  let rstd = 1.0 / sqrt(reduce_sum(l, ss, WG) / f32(p.C) + p.eps);
-  for (var i = t; i < p.C; i += WG) {
-    out[base + i] = (x[base + i] - mean) * rstd * weight[i] + bias[i];
+  let st = Stats(mean, rstd_of(l, ss));
+  for (var i = l.t; i < p.C; i += WG) { out[base + i] = normalized(x[base + i], i, st); }
+  save_stats(l, wg.x, st);
+}
+
+@compute @workgroup_size(128)
+fn layernorm_forward_residual(@builtin(workgroup_id) wg: vec3<u32>, l: Lane) {
+  let base = wg.x * p.C;
+  var s = 0.0;
+  for (var i = l.t; i < p.C; i += WG) {
+    let v = x[base + i] + y[base + i];
+    res[base + i] = v;
+    s += v;
   }
-  if (t == 0u) {
-    mean_out[wg.x] = mean;
-    rstd_out[wg.x] = rstd;
+  let mean = mean_of(l, s);
+  var ss = 0.0;
+  for (var i = l.t; i < p.C; i += WG) {
+    let d = res[base + i] - mean;
+    ss += d * d;
   }
+  let st = Stats(mean, rstd_of(l, ss));
+  for (var i = l.t; i < p.C; i += WG) { out[base + i] = normalized(res[base + i], i, st); }
+  save_stats(l, wg.x, st);
 }
 
 @compute @workgroup_size(128)

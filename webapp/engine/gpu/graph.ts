@@ -341,8 +341,12 @@ export class Graph {
     r.op(colsumOp(N), { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
-  private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer, rows = this.B * this.model.block_size): void {
-    r.op("layernorm_forward", { rows, C: this.model.n_embd, eps: EPS, flags: 0 }, { 1: x, 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out, 5: mean, 6: rstd });
+  /** LayerNorm of x, or with `sumOf`, of x = sumOf[0] + sumOf[1] written to x on the way: the residual stream's add. */
+  private layernorm(r: Recorder, x: GPUBuffer, prefix: string, out: GPUBuffer, mean: GPUBuffer, rstd: GPUBuffer, rows = this.B * this.model.block_size, sumOf: [GPUBuffer, GPUBuffer] | null = null): void {
+    const sizes = { rows, C: this.model.n_embd, eps: EPS, flags: 0 };
+    const bindings = { 2: this.w(`${prefix}.weight`), 3: this.w(`${prefix}.bias`), 4: out, 5: mean, 6: rstd };
+    if (sumOf) r.op("layernorm_forward_residual", sizes, { ...bindings, 1: sumOf[0], 11: sumOf[1], 12: x });
+    else r.op("layernorm_forward", sizes, { ...bindings, 1: x });
   }
 
   private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
@@ -374,11 +378,13 @@ export class Graph {
     const BT = B * T;
     const first = this.layers[0]?.resIn ?? this.resOut;
     r.op("embedding_forward", { B, T, C, V, flags: 0 }, { 1: this.tokens, 2: this.w("token_embedding.weight"), 3: this.w("position_embedding.weight"), 4: first });
+    // Each residual add is the LayerNorm's after it (layernorm_forward_residual): the add closing
+    // attention is ln2's, the one closing the MLP (its output in scratch) the next ln1's or ln_final's.
+    const closing = (l: number): [GPUBuffer, GPUBuffer] | null => (l > 0 ? [this.layers[l - 1].resMid, this.scratch] : null);
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      const next = l + 1 < L ? this.layers[l + 1].resIn : this.resOut;
-      this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd);
+      this.layernorm(r, a.resIn, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, BT, closing(l));
       const qkv = this.qkvProj(pre);
       if (a.qkv.stacked && this.adjacent(qkv.weights) && this.adjacent(qkv.biases)) {
         this.mm(r, "nn", { M: BT, N: C, K: C, flags: BIAS, products: 3 }, qkv.weights, { 1: a.ln1, 3: this.w(qkv.biases), 4: a.qkv.all });
@@ -387,14 +393,12 @@ export class Graph {
       }
       r.op(attentionOp(this.kernels, "attention_forward", C / n_head), { B, T, C, n_head }, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 4: a.att, 5: a.lse });
       this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
-      r.op(elementwiseOp("residual_add", BT * C), { n: BT * C }, { 1: a.resIn, 2: this.scratch, 3: a.resMid });
-      this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd);
+      this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, BT, [a.resIn, this.scratch]);
       this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C });
       r.op(elementwiseOp("gelu_forward", BT * 4 * C), { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
       this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C });
-      r.op(elementwiseOp("residual_add", BT * C), { n: BT * C }, { 1: a.resMid, 2: this.scratch, 3: next });
     }
-    this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd);
+    this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, BT, closing(L));
     this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
   }
 

@@ -13,7 +13,6 @@ import matvec from "../../../.cache/wgsl/matvec.wgsl";
 import layernorm from "../../../.cache/wgsl/layernorm.wgsl";
 import embedding from "../../../.cache/wgsl/embedding.wgsl";
 import gelu from "../../../.cache/wgsl/gelu.wgsl";
-import residual from "../../../.cache/wgsl/residual.wgsl";
 import attention from "../../../.cache/wgsl/attention.wgsl";
 import decode from "../../../.cache/wgsl/decode.wgsl";
 import crossentropy from "../../../.cache/wgsl/crossentropy.wgsl";
@@ -21,7 +20,7 @@ import sample from "../../../.cache/wgsl/sample.wgsl";
 import optimizer from "../../../.cache/wgsl/optimizer.wgsl";
 import facts from "../../../tinygpt/facts.json";
 
-const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, residual, attention, decode, crossentropy, optimizer, sample };
+const SOURCES = { matmul, matmul_vec4: matmulVec4, matvec, layernorm, embedding, gelu, attention, decode, crossentropy, optimizer, sample };
 type Module = keyof typeof SOURCES;
 
 /** The widest head the attention kernels take: their registers are sized by this constant of their prelude. */
@@ -127,6 +126,7 @@ export const F32_KERNELS = {
   colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   colsum_vec4: kernel("matmul_vec4", "colsum_vec4", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
+  layernorm_forward_residual: kernel("layernorm", "layernorm_forward_residual", perRow),
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
   layernorm_backward_params: kernel("layernorm", "layernorm_backward_params", (s) => [ceil(s.C, 32), s.splits ?? 1, 1], true),
   embedding_forward: kernel("embedding", "embedding_forward", (s) => elementwise(s.B * s.T * s.C)),
@@ -135,11 +135,9 @@ export const F32_KERNELS = {
   embedding_backward_wpe: kernel("embedding", "embedding_backward_wpe", (s) => elementwise(s.T * s.C)),
   gelu_forward: kernel("gelu", "gelu_forward", (s) => elementwise(s.n)),
   gelu_backward: kernel("gelu", "gelu_backward", (s) => elementwise(s.n)),
-  residual_add: kernel("residual", "residual_add", (s) => elementwise(s.n)),
   // The same for n a multiple of 4, an invocation per 4 elements (elementwiseOp).
   gelu_forward_vec4: kernel("gelu", "gelu_forward_vec4", (s) => elementwise(s.n / 4)),
   gelu_backward_vec4: kernel("gelu", "gelu_backward_vec4", (s) => elementwise(s.n / 4)),
-  residual_add_vec4: kernel("residual", "residual_add_vec4", (s) => elementwise(s.n / 4)),
   attention_forward: kernel("attention", "attention_forward", perHeadBlock),
   attention_backward_delta: kernel("attention", "attention_backward_delta", perHeadBlock),
   attention_backward_dq: kernel("attention", "attention_backward_dq", perHeadBlock),
@@ -201,7 +199,7 @@ export function matmulOp(o: Orientation, M: number, N: number, K: number): Op {
 }
 
 /** An elementwise op for n elements: its vec4 kernel where n is a multiple of 4. */
-export function elementwiseOp<O extends "gelu_forward" | "gelu_backward" | "residual_add">(op: O, n: number): O | `${O}_vec4` {
+export function elementwiseOp<O extends "gelu_forward" | "gelu_backward">(op: O, n: number): O | `${O}_vec4` {
   return n % 4 === 0 ? `${op}_vec4` : op;
 }
 

@@ -22,7 +22,7 @@ export const SUBGROUPS = {
   feature: "subgroups",
   wgslFeatures: ["subgroup_id"],
   kernels: {
-    ...on(layernorm, "layernorm_forward", "layernorm_backward_dx"),
+    ...on(layernorm, "layernorm_forward", "layernorm_forward_residual", "layernorm_backward_dx"),
     ...on(crossentropy, "crossentropy_forward", "crossentropy_mean"),
     ...on(optimizer, "grad_norm_partial", "grad_norm_final"),
   },
