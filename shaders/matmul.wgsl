@@ -12,11 +12,14 @@
 //           binding 4: c    (storage, read_write)  [M,N]; read first when flags has ACCUMULATE
 // colsum  c[n] = sum_m a[m,n] (+ c[n] with ACCUMULATE): the bias gradient, and the sum of a
 //   split's partial results (any op's, not only a matmul's), rows summed in a fixed order (deterministic). Bindings 0 params (M rows, N cols), 1 a [M,N], 4 c [N].
-//   workgroup 256; dispatch (ceil(N/64), S, 1). With S > 1 the rows are cut into S runs and
+//   workgroup 256; dispatch (ceil(N/64), S, P). With S > 1 the rows are cut into S runs and
 //   workgroup row y writes its run's sums to c[y·N ..] (S·N elements, flags 0), for a second
-//   colsum over those S rows: ceil(N/64) workgroups alone cannot fill a GPU.
+//   colsum over those S rows: ceil(N/64) workgroups alone cannot fill a GPU. Grid z walks P
+//   matrices stacked in a (q, k and v's gradients; a split's weight and bias partials): matrix z
+//   at a[z·M·N ..] writes its S·N sums at c[z·S·N ..], one dispatch for all (lib/colsum.wgsl).
 
 #include "lib/matmul_io.wgsl"
+#include "lib/colsum.wgsl"
 
 @group(0) @binding(2) var<storage, read> b: array<elem>;
 
@@ -29,15 +32,16 @@ fn colsum(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nwg: ve
                  @builtin(local_invocation_index) t: u32) {
   let n = wg.x * 64u + t % 64u;
   let rows = split_range(wg.y, nwg.y, p.M, 1u);
+  let at = stacked_at(wg, nwg, p.M * p.N, p.N);
   var sum = elem(0.0);
   if (n < p.N) {
-    for (var m = rows.x + t / 64u; m < rows.y; m += 4u) { sum += a[m * p.N + n]; }
+    for (var m = rows.x + t / 64u; m < rows.y; m += 4u) { sum += a[at.x + m * p.N + n]; }
   }
   partial[t] = sum;
   workgroupBarrier();
   if (t < 64u && n < p.N) {
     var total = ((partial[t] + partial[t + 64u]) + partial[t + 128u]) + partial[t + 192u];
-    if ((p.flags & ACCUMULATE) != 0u) { total += c[wg.y * p.N + n]; }
-    c[wg.y * p.N + n] = total;
+    if ((p.flags & ACCUMULATE) != 0u) { total += c[at.y + n]; }
+    c[at.y + n] = total;
   }
 }

@@ -13,9 +13,10 @@
 //   c as vec4s). Workgroup 256 = 16 vec4s of a row (64 columns) x 16 lanes, lane l summing rows
 //   l, l+16, .. of the run with four loads in flight (a column sum is a stream through memory:
 //   colsum's one 4-byte load at a time per invocation left the H200's bandwidth mostly idle);
-//   the 16 lanes are then added in a fixed order. Dispatch (ceil(N/64), S, 1).
+//   the 16 lanes are then added in a fixed order. Dispatch (ceil(N/64), S, P).
 
 #include "lib/matmul_vec4_io.wgsl"
+#include "lib/colsum.wgsl"
 
 @group(0) @binding(2) var<storage, read> b: array<vec4<elem>>;
 
@@ -29,6 +30,7 @@ fn colsum_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
   let cols = p.N / 4u;
   let n = wg.x * 16u + t % 16u;
   let rows = split_range(wg.y, nwg.y, p.M, 1u);
+  let at = stacked_at(wg, nwg, p.M * cols, cols);
   var s0 = vec4<elem>(0.0);
   var s1 = vec4<elem>(0.0);
   var s2 = vec4<elem>(0.0);
@@ -36,19 +38,19 @@ fn colsum_vec4(@builtin(workgroup_id) wg: vec3<u32>, @builtin(num_workgroups) nw
   if (n < cols) {
     var m = rows.x + t / 16u;
     for (; m + 48u < rows.y; m += 64u) {
-      s0 += a[m * cols + n];
-      s1 += a[(m + 16u) * cols + n];
-      s2 += a[(m + 32u) * cols + n];
-      s3 += a[(m + 48u) * cols + n];
+      s0 += a[at.x + m * cols + n];
+      s1 += a[at.x + (m + 16u) * cols + n];
+      s2 += a[at.x + (m + 32u) * cols + n];
+      s3 += a[at.x + (m + 48u) * cols + n];
     }
-    for (; m < rows.y; m += 16u) { s0 += a[m * cols + n]; }
+    for (; m < rows.y; m += 16u) { s0 += a[at.x + m * cols + n]; }
   }
   lanes[t] = (s0 + s1) + (s2 + s3);
   workgroupBarrier();
   if (t < 16u && n < cols) {
     var total = lanes[t];
     for (var l = 1u; l < 16u; l++) { total += lanes[l * 16u + t]; }
-    let i = wg.y * cols + n;
+    let i = at.y + n;
     if ((p.flags & ACCUMULATE) != 0u) { total += c[i]; }
     c[i] = total;
   }

@@ -284,6 +284,16 @@ def test_colsum(rng, shader, entry, M, N):
     run = -(-M // S)
     for s, part in enumerate(out.reshape(S, N)):
         check("matmul", part, A[s * run:(s + 1) * run].astype(np.float64).sum(0))
+    # P matrices stacked (grid z), split or not: matrix z's S runs of sums after those of the ones
+    # before it.
+    P = 3
+    stack = randn(rng, P, M, N)
+    for runs in (1, S):
+        out = gpu.run(shader, entry, mm_params(M, N, 0), {1: stack, 4: nans(P, runs, N)}, (groups[0], runs, P), out=[4])[4]
+        run = -(-M // runs)
+        for z, sums in enumerate(out.reshape(P, runs, N)):
+            for s, part in enumerate(sums):
+                check("matmul", part, stack[z, s * run:(s + 1) * run].astype(np.float64).sum(0))
 
 
 # ---------------------------------------------------------------------------- layernorm

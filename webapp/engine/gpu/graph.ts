@@ -184,9 +184,9 @@ export class Graph {
     return this.splits(op, { M, N, K, flags: 0, products }, K, products * M * N);
   }
 
-  /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient). */
-  private colsumSplits(rows: number, N: number): number {
-    return this.splits(colsumOp(N), { M: rows, N, K: 0, flags: 0 }, rows, N);
+  /** Runs the rows are cut into for the column sums of [rows, N] (a bias gradient), of `products` stacked ones. */
+  private colsumSplits(rows: number, N: number, products = 1): number {
+    return this.splits(colsumOp(N), { M: rows, N, K: 0, flags: 0, products }, rows, N);
   }
 
   /** Runs the rows are cut into for LayerNorm's parameter gradients. */
@@ -208,7 +208,7 @@ export class Graph {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
     const weights = [[C, C, 3], [C, C, 1], [C, 4 * C, 1], [4 * C, C, 1], [V, C, 1]].map(([M, N, P]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows, P) * P * M * N);
-    const biases = [C, 4 * C].map((N) => this.colsumSplits(rows, N) * N);
+    const biases = [[C, 1], [4 * C, 1], [C, 3]].map(([N, P]) => this.colsumSplits(rows, N, P) * P * N);
     const S = this.layernormSplits(rows, C);
     return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C, this.wteSplits(rows) * V * C);
   }
@@ -299,15 +299,16 @@ export class Graph {
    * to by k's and v's: their weight gradients as stacked products where dy and the weights allow.
    */
   private qkvBackward(r: Recorder, x: Binding, dy: Qkv, pre: string, dx: Binding, { M, N, K }: MNK): void {
-    const { prefixes, weights } = this.qkvProj(pre);
+    const { prefixes, weights, biases } = this.qkvProj(pre);
     const dys = [dy.q, dy.k, dy.v];
     if (!dy.stacked || !this.adjacent(weights)) {
       prefixes.forEach((prefix, i) => this.linearBackward(r, x, dys[i], prefix, dx, { M, N, K }, i > 0));
       return;
     }
     this.weightGrad(r, x, dy.all, this.g(weights), { M: K, N, K: M }, GRAD_B, 3);
+    if (this.adjacent(biases)) this.columnSums(r, dy.all, M, N, this.g(biases), 3);
     prefixes.forEach((prefix, i) => {
-      this.columnSums(r, dys[i], M, N, this.g(`${prefix}.bias`));
+      if (!this.adjacent(biases)) this.columnSums(r, dys[i], M, N, this.g(`${prefix}.bias`));
       this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (i > 0 ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dys[i], 3: dys[i], 4: dx });
     });
   }
@@ -329,16 +330,19 @@ export class Graph {
     r.op(colsumOp(products * M * N), { M: S, N: products * M * N, K: 0, flags: 0 }, { 1: partials, 4: out });
   }
 
-  /** Bias gradient: the column sums of dy [rows, N], split along the rows when there are many. */
-  private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding): void {
-    const S = this.colsumSplits(rows, N);
+  /**
+   * Bias gradient: the column sums of dy [rows, N] (or of `products` such stacked, into as many
+   * adjacent biases), split along the rows when there are many.
+   */
+  private columnSums(r: Recorder, dy: Binding, rows: number, N: number, out: Binding, products = 1): void {
+    const S = this.colsumSplits(rows, N, products);
     if (S === 1) {
-      r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0 }, { 1: dy, 4: out });
+      r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0, products }, { 1: dy, 4: out });
       return;
     }
-    const partials = this.partials(S * N);
-    r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0, splits: S }, { 1: dy, 4: partials });
-    r.op(colsumOp(N), { M: S, N, K: 0, flags: 0 }, { 1: partials, 4: out });
+    const partials = this.partials(products * S * N);
+    r.op(colsumOp(N), { M: rows, N, K: 0, flags: 0, splits: S, products }, { 1: dy, 4: partials });
+    r.op(colsumOp(N), { M: S, N, K: 0, flags: 0, products }, { 1: partials, 4: out });
   }
 
   /** LayerNorm of x, or with `sumOf`, of x = sumOf[0] + sumOf[1] written to x on the way: the residual stream's add. */
@@ -359,8 +363,14 @@ export class Graph {
       const pw = this.partials(S * sizes.C);
       const pb = this.partials(S * sizes.C, this.lnBiasOffset(S));
       r.op("layernorm_backward_params", { ...sizes, splits: S }, { 1: x, 5: mean, 6: rstd, 7: dout, 9: pw, 10: pb });
-      r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
-      r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
+      const both = [`${prefix}.weight`, `${prefix}.bias`];
+      // Both partials' sums in one dispatch where they lie one after the other, as do the gradients.
+      if (this.lnBiasOffset(S) === S * sizes.C * F32 && this.adjacent(both)) {
+        r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0, products: 2 }, { 1: this.partials(2 * S * sizes.C), 4: this.g(both) });
+      } else {
+        r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pw, 4: dw });
+        r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
+      }
     }
     r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }

@@ -122,9 +122,10 @@ export const F32_KERNELS = {
   matvec_nn_ln: rowProduct("matvec_nn_ln", true),
   matvec_nn_ln_gelu: rowProduct("matvec_nn_ln_gelu"),
   matvec_nt_ln: rowProduct("matvec_nt_ln"),
-  // `splits` cuts the rows along grid y, here and in layernorm_backward_params.
-  colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
-  colsum_vec4: kernel("matmul_vec4", "colsum_vec4", (s) => [ceil(s.N, 64), s.splits ?? 1, 1], true),
+  // `splits` cuts the rows along grid y, here and in layernorm_backward_params; a colsum's grid z
+  // walks its `products` stacked matrices.
+  colsum: kernel("matmul", "colsum", (s) => [ceil(s.N, 64), s.splits ?? 1, s.products ?? 1], true),
+  colsum_vec4: kernel("matmul_vec4", "colsum_vec4", (s) => [ceil(s.N, 64), s.splits ?? 1, s.products ?? 1], true),
   layernorm_forward: kernel("layernorm", "layernorm_forward", perRow),
   layernorm_forward_residual: kernel("layernorm", "layernorm_forward_residual", perRow),
   layernorm_backward_dx: kernel("layernorm", "layernorm_backward_dx", perRow),
