@@ -307,8 +307,8 @@ export class Graph {
     }
     this.weightGrad(r, x, dy.all, this.g(weights), { M: K, N, K: M }, GRAD_B, 3);
     if (this.adjacent(biases)) this.columnSums(r, dy.all, M, N, this.g(biases), 3);
+    else prefixes.forEach((prefix, i) => this.columnSums(r, dys[i], M, N, this.g(`${prefix}.bias`)));
     prefixes.forEach((prefix, i) => {
-      if (!this.adjacent(biases)) this.columnSums(r, dys[i], M, N, this.g(`${prefix}.bias`));
       this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (i > 0 ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dys[i], 3: dys[i], 4: dx });
     });
   }
