@@ -6,13 +6,23 @@
 // A workgroup computes a BLOCK x BLOCK block of C (128, or 64 for grids too small to fill the GPU)
 // with BLOCK / 16 subgroups of SUBGROUP invocations (the adapter's one subgroup size, an override
 // the lever sets), each 32 rows by BLOCK / 2 columns as 2 x (BLOCK / 32) result matrices, over K
-// in steps of BK = 32 (two matrix k-steps); the next step's global loads are issued before this
-// step's products. A and B are staged in workgroup memory as the global layout has them, so each
-// invocation converts 4 consecutive elements and writes whole words (two invocations writing the
-// halves of one word raced on the H200, see lib/matmul_tile.wgsl); a transposed operand is then
-// loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that bias,
+// in steps of BK = 64 or 32 (four or two matrix k-steps); the next step's global loads are issued
+// before this step's products. A and B are staged in workgroup memory as the global layout has
+// them, so each invocation converts 4 consecutive elements and writes whole words (two invocations
+// writing the halves of one word raced on the H200, see lib/matmul_tile.wgsl); a transposed operand
+// is then loaded column-major. Results leave through a 16x16 f32 scratch per subgroup so that bias,
 // ACCUMULATE and the bounds apply as the plain store does (lib/matmul_vec4_store.wgsl).
-// Out-of-range elements stage as 0. Workgroup memory: 12 KiB at BLOCK 64, 24 KiB at 128.
+// Out-of-range elements stage as 0. Workgroup memory: 48 KiB at BLOCK 128 and BK 64, 28 KiB at 128
+// and 32, 14 KiB at 64 and 32 (webapp/levers/coop-matrix/lever.ts counts it to choose BK).
+//
+// Written for the robustness transform, which browsers apply and which tests every index: a matrix
+// load or store goes untested only where its array, offset and stride are all constants, so the
+// tiles are arrays of segments of 16 rows by 32 halves and every matrix a subgroup loads lies in
+// one segment at offset 0 or 16, each load spelled out; and the stores that stage a tile clamp
+// their indices where the transform can see the clamp, which proves the four halves of a vec4 in
+// bounds and lets them go out as one 8-byte store. On the H200 (2026-12-05, a Huge training step)
+// the matmuls took 14.9 ms with a flat tile, 13.6 with the stores' clamps alone, 13.2 with the
+// segments alone, and 10.3 with both, the same bits each time.
 //   workgroup (BLOCK / 16) * SUBGROUP; dispatch (ceil(N/BLOCK), P·ceil(M/BLOCK), S).
 
 enable f16;
@@ -42,20 +52,19 @@ override BLOCK: u32 = 128u; // the edge of the block of C a workgroup computes, 
 override SUBGROUPS = BLOCK / 16u; // each computes 32 rows by BLOCK / 2 columns of the block
 override INVOCATIONS = SUBGROUPS * SUBGROUP;
 override BK: u32 = 32u; // k per step, 32 or 64
-override PAD: u32 = 8u; // halves added to each staged row, so a matrix load's rows fall in different banks
 override VECS = BLOCK * BK / 4u; // vec4s of A (BLOCK x BK) or of B (BK x BLOCK) in one step
 override PER = VECS / INVOCATIONS; // one step's vec4s of each operand an invocation stages: 4 * BK / SUBGROUP
-override ROW_MK = BK + PAD; // the staged rows' strides: [m][k] and [n][k] tiles
-override ROW_KN = BLOCK + PAD; // [k][m] and [k][n] tiles
-override TILE = BLOCK * ROW_MK; // halves of the larger of the two layouts (BLOCK >= BK)
+const SEG_ROW = 40u; // halves from one staged row to the next: 32 and 8 more, so a matrix load's rows fall in different banks
+const SEG = 16u * SEG_ROW; // halves of a segment: 16 rows by 32 columns of a staged tile
+override SEGS = BLOCK * BK / 512u; // segments of each operand a step
 
 alias Left = subgroup_matrix_left<f16, T, T>; // <component, columns (K), rows (M)>
 alias Right = subgroup_matrix_right<f16, T, T>; // <component, columns (N), rows (K)>
 alias Result = subgroup_matrix_result<f32, T, T>;
 
-var<workgroup> tile_a: array<f16, TILE>; // [m][k], or [k][m] for Aᵀ
-var<workgroup> tile_b: array<f16, TILE>; // [k][n], or [n][k] for Bᵀ
-var<workgroup> scratch: array<f32, SUBGROUPS * T * T>; // one result matrix per subgroup on its way out
+var<workgroup> tile_a: array<array<f16, SEG>, SEGS>; // [m][k], or [k][m] for Aᵀ
+var<workgroup> tile_b: array<array<f16, SEG>, SEGS>; // [k][n], or [n][k] for Bᵀ
+var<workgroup> scratch: array<array<f32, T * T>, SUBGROUPS>; // one result matrix per subgroup on its way out
 
 struct Staged {
   a: array<vec4<elem>, MAX_PER>, // PER of them
@@ -112,43 +121,68 @@ fn scale(grad: u32, a_trans: bool) -> f32 {
   return exp2(ceil(log2(f32(select(p.M, p.K, a_trans)))));
 }
 
-// Where the i-th vec4 of this invocation goes in a staged [rows][cols] tile, whose rows are PAD longer.
-fn staged(t: u32, i: u32, cols: u32) -> u32 {
-  let at = slot(t, i, cols);
-  return at.x * (cols + PAD) + at.y;
+// Where element (x, y) of a staged [rows][cols] tile is: its segment, and its place there. A matrix
+// at (x, y), multiples of 16, starts at place 0 or 16.
+fn segment(x: u32, y: u32, cols: u32) -> vec2<u32> {
+  return vec2<u32>((x / 16u) * (cols / 32u) + y / 32u, (x % 16u) * SEG_ROW + y % 32u);
 }
 
-// The fetched vec4s into the tiles as f16, each invocation writing the 4 halves of its own.
+// Where the i-th vec4 of this invocation goes in a staged [rows][cols] tile (its first half).
+fn staged(t: u32, i: u32, cols: u32) -> vec2<u32> {
+  let at = slot(t, i, cols);
+  return segment(at.x, at.y, cols);
+}
+
+// The fetched vec4s into the tiles as f16, each invocation writing the 4 halves of its own. The
+// min()s change no index (staged() gives a segment below SEGS and a multiple of 4 below SEG) but
+// show the robustness transform that the four halves are in bounds and 8-byte aligned. They are
+// taken here, where it looks, not in staged(): it cannot see into a call.
 fn stash(t: u32, s: Staged, sa: f32, sb: f32, a_trans: bool, b_trans: bool) {
   for (var i = 0u; i < PER; i++) {
-    let j = staged(t, i, select(BK, BLOCK, a_trans));
+    let ja = staged(t, i, select(BK, BLOCK, a_trans));
+    let ga = min(ja.x, SEGS - 1u);
+    let ha = min(ja.y / 4u, SEG / 4u - 1u) * 4u;
     let x = vec4<f16>(s.a[i] * sa);
-    tile_a[j] = x.x; tile_a[j + 1u] = x.y; tile_a[j + 2u] = x.z; tile_a[j + 3u] = x.w;
-    let l = staged(t, i, select(BLOCK, BK, b_trans));
+    tile_a[ga][ha] = x.x; tile_a[ga][ha + 1u] = x.y; tile_a[ga][ha + 2u] = x.z; tile_a[ga][ha + 3u] = x.w;
+    let jb = staged(t, i, select(BLOCK, BK, b_trans));
+    let gb = min(jb.x, SEGS - 1u);
+    let hb = min(jb.y / 4u, SEG / 4u - 1u) * 4u;
     let y = vec4<f16>(s.b[i] * sb);
-    tile_b[l] = y.x; tile_b[l + 1u] = y.y; tile_b[l + 2u] = y.z; tile_b[l + 3u] = y.w;
+    tile_b[gb][hb] = y.x; tile_b[gb][hb + 1u] = y.y; tile_b[gb][hb + 2u] = y.z; tile_b[gb][hb + 3u] = y.w;
   }
 }
 
-// The left matrix at rows r.. and k-step kk.., the right one at k-step kk.. and columns q...
+// The left matrix at rows r.. and k-step kk.., the right one at k-step kk.. and columns q..., each
+// load at a constant offset.
 fn left(r: u32, kk: u32, a_trans: bool) -> Left {
-  if (a_trans) { return subgroupMatrixLoad<Left, col_major>(&tile_a, kk * ROW_KN + r, ROW_KN); }
-  return subgroupMatrixLoad<Left, row_major>(&tile_a, r * ROW_MK + kk, ROW_MK);
+  if (a_trans) {
+    let s = segment(kk, r, BLOCK);
+    if (s.y != 0u) { return subgroupMatrixLoad<Left, col_major>(&tile_a[s.x], 16u, SEG_ROW); }
+    return subgroupMatrixLoad<Left, col_major>(&tile_a[s.x], 0u, SEG_ROW);
+  }
+  let s = segment(r, kk, BK);
+  if (s.y != 0u) { return subgroupMatrixLoad<Left, row_major>(&tile_a[s.x], 16u, SEG_ROW); }
+  return subgroupMatrixLoad<Left, row_major>(&tile_a[s.x], 0u, SEG_ROW);
 }
 
 fn right(kk: u32, q: u32, b_trans: bool) -> Right {
-  if (b_trans) { return subgroupMatrixLoad<Right, col_major>(&tile_b, q * ROW_MK + kk, ROW_MK); }
-  return subgroupMatrixLoad<Right, row_major>(&tile_b, kk * ROW_KN + q, ROW_KN);
+  if (b_trans) {
+    let s = segment(q, kk, BK);
+    if (s.y != 0u) { return subgroupMatrixLoad<Right, col_major>(&tile_b[s.x], 16u, SEG_ROW); }
+    return subgroupMatrixLoad<Right, col_major>(&tile_b[s.x], 0u, SEG_ROW);
+  }
+  let s = segment(kk, q, BLOCK);
+  if (s.y != 0u) { return subgroupMatrixLoad<Right, row_major>(&tile_b[s.x], 16u, SEG_ROW); }
+  return subgroupMatrixLoad<Right, row_major>(&tile_b[s.x], 0u, SEG_ROW);
 }
 
 // A result matrix of this subgroup out through its scratch: 4 elements of a row per invocation
 // and step, whatever the subgroup size.
 fn emit(blk: Block, sg: u32, lane: u32, m: u32, n: u32, r: Result, unscale: f32) {
-  subgroupMatrixStore<row_major>(&scratch, sg * T * T, r, T);
+  subgroupMatrixStore<row_major>(&scratch[sg], 0u, r, T);
   workgroupBarrier();
   for (var e = lane * 4u; e < T * T; e += SUBGROUP * 4u) {
-    let s = sg * T * T + e;
-    store4(blk, m + e / T, n + e % T, vec4<elem>(scratch[s], scratch[s + 1u], scratch[s + 2u], scratch[s + 3u]) * unscale);
+    store4(blk, m + e / T, n + e % T, vec4<elem>(scratch[sg][e], scratch[sg][e + 1u], scratch[sg][e + 2u], scratch[sg][e + 3u]) * unscale);
   }
   workgroupBarrier();
 }

@@ -44,8 +44,9 @@ test("coop-matrix: subgroups of 16 step 32 deep (64 would stage more vec4s an in
 });
 
 test("coop-matrix: a 64-deep block that exceeds the workgroup memory limit steps 32 deep instead; below a 32-deep 128 block, no table", () => {
-  // Each 128 x 72-half tile and 8 scratches of 1 KiB: 44 KiB; 32 deep, 28 KiB.
-  const table = coopTable({ info: info("nvidia-h200"), limits: { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 32768 } })!;
+  // Each tile 16 segments of 16 x 40 halves, and 8 scratches of 1 KiB: 48 KiB, the H200's whole limit; 32 deep, 28 KiB.
+  assert.equal(coopTable({ info: info("nvidia-h200"), limits: { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 49152 } })!.matmul_vec4_nn!.constants.BK, 64);
+  const table = coopTable({ info: info("nvidia-h200"), limits: { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 49151 } })!;
   assert.equal(table.matmul_vec4_nn!.constants.BK, 32);
   assert.equal(coopTable({ info: info("nvidia-h200"), limits: { ...H200_LIMITS, maxComputeWorkgroupStorageSize: 28671 } }), null);
 });

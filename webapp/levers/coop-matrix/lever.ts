@@ -57,8 +57,9 @@ const REPLACED: [op: Op, block: number, bk: number, fromK?: number][] = [
 // The most vec4s of each operand an invocation stages a step (the shader's MAX_PER): 4 * BK / subgroup size.
 const MAX_PER = 8;
 // Workgroup memory of a block (shaders/levers/coop-matrix/matmul_vec4.wgsl): the f16 tiles of A
-// and B, rows PAD = 8 halves longer, and an f32 16x16 scratch for each of its BLOCK / 16 subgroups.
-const workgroupBytes = (BLOCK: number, BK: number) => 2 * BLOCK * (BK + 8) * 2 + (BLOCK / 16) * 16 * 16 * 4;
+// and B in segments of 16 x 32 halves, rows 8 halves longer, and an f32 16x16 scratch for each of
+// its BLOCK / 16 subgroups (48 KiB for a 128 block 64 deep).
+const workgroupBytes = (BLOCK: number, BK: number) => 2 * ((BLOCK * BK) / 512) * 16 * 40 * 2 + (BLOCK / 16) * 16 * 16 * 4;
 
 /**
  * The lever's kernels for workgroups of subgroups of `subgroupSize` invocations, each op at its own
