@@ -109,20 +109,42 @@ def torch_run(preset_id: str, steps: int, text: Path, mode: str) -> dict | None:
             "device": torch.cuda.get_device_name(), "torch": torch.__version__}
 
 
+# A profiled step's op families, by the op's name: the rest are LayerNorm, GELU, the split and
+# bias sums, the embeddings, the loss and the optimizer.
+FAMILIES = {"matmuls": "matmul_", "attention": "attention_"}
+REST = "the rest"
+
+
+def families(profile: list[dict]) -> dict[str, float]:
+    """GPU ms of one profiled step (train --profile) by op family."""
+    ms = dict.fromkeys([*FAMILIES, REST], 0.0)
+    for r in profile:
+        ms[next((f for f, prefix in FAMILIES.items() if r["op"].startswith(prefix)), REST)] += r["ms"]
+    return ms
+
+
 def plot_fields(doc: dict) -> dict:
     """The speedup page's view (tinygpt/site_build/plots.py) of a finished run."""
     rows = doc["results"]
     def points(side, key):
         return [{"x": r["preset"], "y": round(r[side][key]["tokens_per_s"], 1)} for r in rows
                 if (r[side].get(key) or {}).get("tokens_per_s")]
+    def profiled(path, family):
+        return [{"x": r["preset"], "y": round(families(g["profile"])[family], 2)} for r in rows
+                if (g := r["webgpu"].get(path(r)) or {}).get("profile")]
     configs = list(dict.fromkeys(k for r in rows for k in r["webgpu"]))
     series = [
         *({"name": f"WebGPU, {label(c)}", "unit": "tokens/s", "points": points("webgpu", c)} for c in configs),
         *({"name": name, "unit": "tokens/s", "points": points("pytorch", mode)} for mode, name in TORCH_MODES.items()),
         {"name": "WebGPU, the app's path / PyTorch eager fp32", "unit": "ratio", "points": [{"x": r["preset"], "y": round(r["ratio"], 3)} for r in rows if "ratio" in r]},
+        *({"name": f"{who}: {family}", "unit": "GPU ms a step", "points": profiled(path, family)}
+          for who, path in (("plain f32", lambda r: "none"), ("the app's path", lambda r: r.get("app"))) for family in [*FAMILIES, REST]),
     ]
     return {
         "hardware": f"{doc['gpu']} (WebGPU adapter: {doc['webgpu_adapter']})",
+        "notes": "GPU ms a step: one more step after the timed ones, profiled dispatch by dispatch "
+                 "(train --profile: GPU timestamps around each dispatch, each in a pass of its own, so "
+                 "the families sum to more than the step takes), by op family.",
         "x_label": "preset",
         "series": [s for s in series if s["points"]],  # a lever that ran nowhere (its gate refused it) has none
         "rows": [{"preset": r["preset"], "params": r["params"],
