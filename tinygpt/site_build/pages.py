@@ -14,8 +14,10 @@ Every template gets:
   date, published, description), feed (URL)
 - `explainers`: [{slug, url, title, pill, metric, html}] (one of pill/metric is "")
 - `plots`, `unplotted`: measured results for the speedup page (plots.load)
-Markdown bodies may use `{{ facts... }}` so numbers come from facts.json; the
-`pct` filter writes a fraction as a percentage (0.005 -> "0.5%").
+Markdown bodies may use `{{ facts... }}` so numbers come from facts.json, and
+`{{ gallery_fields }}` (gallery.doc_rows(): key, kind, meaning) so the manifest's
+keys are listed from the table the build checks them with; the `pct` filter
+writes a fraction as a percentage (0.005 -> "0.5%").
 """
 import datetime
 import functools
@@ -31,7 +33,7 @@ from markupsafe import Markup
 
 from tinygpt.facts import FACTS
 
-from . import content, markdown, plots
+from . import content, gallery, markdown, plots
 from .context import BuildError, Context, read_text
 
 SITE_URL = os.environ.get("TINYGPT_SITE_URL", "https://tinygpt.pages.dev").rstrip("/")
@@ -95,7 +97,7 @@ class Renderer:
         text = page.body
         if "{{" in text or "{%" in text:
             try:
-                text = self.text_env.from_string(text).render(facts=FACTS)
+                text = self.text_env.from_string(text).render(facts=FACTS, gallery_fields=gallery.doc_rows())
             except jinja2.TemplateError as e:
                 where = _template_where(e, self.templates, page.source)
                 if where.startswith(page.source + ":"):  # line within the body -> line within the file

@@ -1,30 +1,16 @@
 // Models and storage: saved runs (resume after a reload, delete with undo),
-// export to a .tinygpt download, import from a file, the gallery, and the
-// quota readout. What replaces the model in the tab asks first when that
+// export to a .tinygpt download, import from a file, and the quota readout. What replaces the model in the tab asks first when that
 // model has unsaved steps (mayDiscard).
 import facts from "../../tinygpt/facts.json";
-import { sha256Hex } from "../engine/data";
 import type { CheckpointInfo } from "../worker/protocol";
 import type { WorkerClient } from "./client";
 import { $, el } from "./dom";
 import * as fmt from "./format";
 import type { Setup } from "./setup";
 
-/** An entry of /gallery/manifest.json (tinygpt/site_build/gallery.py checks them at build time). */
-interface GalleryModel {
-  id: string;
-  title: string;
-  file: string;
-  bytes: number;
-  sha256: string;
-  corpus?: string;
-  steps?: number;
-}
-
 const UNDO_MS = facts.app.delete_undo_s * 1000;
 
 export class FilesView {
-  private gallery: GalleryModel[] = [];
   private list: CheckpointInfo[] = [];
   /** Runs deleted in the list whose files stay until their undo expires. */
   private deleting = new Map<string, number>();
@@ -44,7 +30,6 @@ export class FilesView {
       input.value = "";
       if (file) void this.importFile(file);
     });
-    $("#btn-gallery").addEventListener("click", () => this.loadGallery());
     client.on("checkpoints", (m) => this.showRuns(m.list));
     client.on("saved", () => {
       client.send({ type: "listCheckpoints" });
@@ -64,37 +49,7 @@ export class FilesView {
   private async importFile(file: File): Promise<void> {
     if (!(await this.mayDiscard(`Loading ${file.name}`))) return;
     // The worker reads and checks the file before it replaces the current model.
-    this.client.send({ type: "import", name: file.name, file, backend: this.setup.backend() });
-  }
-
-  async loadGalleryManifest(): Promise<void> {
-    try {
-      const res = await fetch("/gallery/manifest.json");
-      if (!res.ok) return;
-      this.gallery = ((await res.json()) as { models: GalleryModel[] }).models;
-    } catch {
-      this.gallery = [];
-    }
-    const select = $<HTMLSelectElement>("#gallery-select");
-    const label = (m: GalleryModel) => [m.title, m.steps ? `${m.steps} steps` : "", m.corpus ?? "", fmt.bytes(m.bytes)].filter(Boolean).join(" · ");
-    select.replaceChildren(...this.gallery.map((m) => el("option", { value: m.id }, label(m))));
-    $("#gallery").hidden = this.gallery.length === 0;
-  }
-
-  private async loadGallery(): Promise<void> {
-    const m = this.gallery.find((x) => x.id === $<HTMLSelectElement>("#gallery-select").value);
-    if (!m || !(await this.mayDiscard(`Loading ${m.title}`))) return;
-    const res = await fetch(new URL(m.file, new URL("/gallery/", location.href)));
-    if (!res.ok) {
-      this.onError(`The gallery model ${m.title} could not be downloaded (HTTP ${res.status}).`);
-      return;
-    }
-    const bytes = new Uint8Array(await res.arrayBuffer());
-    if ((await sha256Hex(bytes)) !== m.sha256) {
-      this.onError(`The gallery model ${m.title} arrived damaged (its sha256 does not match the manifest); reload and try again.`);
-      return;
-    }
-    this.client.send({ type: "import", name: m.title, file: new Blob([bytes]), backend: this.setup.backend() });
+    this.client.send({ type: "import", name: file.name, file, backend: this.setup.backend(), ref: "file" });
   }
 
   private offered = false;

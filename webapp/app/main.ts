@@ -12,6 +12,7 @@ import { $ } from "./dom";
 import { wireMetricExplainers } from "./explainers";
 import { FilesView } from "./files";
 import { keepFocus } from "./focus";
+import { GalleryView } from "./gallery";
 import { Messages } from "./messages";
 import { ProgressView } from "./progress";
 import { SampleView } from "./sample";
@@ -26,7 +27,8 @@ const progress = new ProgressView();
 const corpus = new CorpusPicker();
 const setup = new Setup(() => measureSelection());
 const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]), (action) => mayDiscard(action));
-new SampleView(client, error);
+const sampler = new SampleView(client, error);
+const gallery = new GalleryView(client, setup, (action) => mayDiscard(action), (sample) => sampler.use(sample));
 
 const MEASURE_DELAY_MS = 1500;
 let status: Status | null = null;
@@ -234,5 +236,5 @@ client.ping().then((ms) => {
   node.dataset.ready = "yes";
 });
 void corpus.loadManifest();
-void files.loadGalleryManifest();
+void gallery.loadManifest();
 void files.showStorage();

@@ -4,6 +4,7 @@
 import type { WorkerClient } from "./client";
 import { $ } from "./dom";
 import * as fmt from "./format";
+import type { GallerySample } from "./gallery";
 import { backendName } from "./progress";
 
 function numberField(id: string, label: string, min: number, max: number, integer: boolean, aboveMin = false): number {
@@ -49,6 +50,14 @@ export class SampleView {
       const path = m.webnn === 0 ? backend : m.webnn >= m.tokens ? "WebNN, KV cache" : `WebNN for the first ${m.webnn}, then ${backend}`;
       $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${path} · seed ${m.seed}`;
     });
+  }
+
+  /** A gallery model's sample settings in the fields, so that Generate writes its card's sample again. */
+  use(s: GallerySample): void {
+    const fields: [string, string | number][] = [["prompt", s.prompt], ["temperature", s.temperature], ["top-k", s.top_k], ["top-p", s.top_p], ["sample-seed", s.seed], ["length", s.tokens]];
+    for (const [id, value] of fields) $<HTMLInputElement | HTMLTextAreaElement>(`#${id}`).value = String(value);
+    $("#sample").scrollIntoView({ block: "start" });
+    $("#btn-sample").focus();
   }
 
   private append(s: string): void {

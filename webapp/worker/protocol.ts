@@ -94,8 +94,8 @@ export type ToWorker =
   | { type: "sample"; prompt: string; options: Required<Pick<SampleOptions, "temperature" | "topK" | "topP" | "seed" | "maxTokens">> }
   | { type: "stopSample" }
   | { type: "export" }
-  /** A model file, still on disk: the worker reads its preamble and header before the rest. */
-  | { type: "import"; name: string; file: Blob; backend: BackendChoice }
+  /** A model file, still on disk: the worker reads its preamble and header before the rest; `ref` comes back in "imported". */
+  | { type: "import"; name: string; file: Blob; backend: BackendChoice; ref: string }
   | { type: "listCheckpoints" }
   | { type: "openCheckpoint"; id: string; backend: BackendChoice; train: boolean; steps: number; intervals: Intervals }
   | { type: "deleteCheckpoint"; id: string };
@@ -156,4 +156,6 @@ export type FromWorker =
   | { type: "saved"; id: string; step: number; bytes: number }
   | { type: "checkpoints"; list: CheckpointInfo[] }
   | { type: "exported"; name: string; bytes: Uint8Array }
+  /** An import's outcome, after its message: `ok` when the file's model replaced the loaded one. */
+  | { type: "imported"; ref: string; ok: boolean }
   | { type: "message"; level: MessageLevel; text: string; resumeRun?: string };

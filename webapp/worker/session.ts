@@ -423,8 +423,11 @@ export class Session {
    * An exported or gallery model, checked fully before the current one is
    * replaced: its preamble and header before the rest of the file is read.
    */
-  async import(name: string, file: Blob, choice: BackendChoice): Promise<void> {
-    const refused = (e: unknown) => this.say("error", `${name} ${e instanceof CheckpointError ? "was refused" : "could not be loaded"}: ${describe(e)}. The current model is unchanged.`);
+  async import(name: string, file: Blob, choice: BackendChoice): Promise<boolean> {
+    const refused = (e: unknown) => {
+      this.say("error", `${name} ${e instanceof CheckpointError ? "was refused" : "could not be loaded"}: ${describe(e)}. The current model is unchanged.`);
+      return false;
+    };
     let plan: Plan;
     let bytes: Uint8Array;
     try {
@@ -441,13 +444,14 @@ export class Session {
     } catch (e) {
       refused(e);
       this.setState(previous);
-      return;
+      return false;
     }
     await this.adopt(trainer, null, false);
     this.imported = { name, bytes, adam: plan.moments };
     this.restoreRun(trainer, trainer.step, this.intervals, plan.train);
     this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Continue training; Start new model starts a fresh one instead.`);
     this.setState("ready");
+    return true;
   }
 
   async exportModel(): Promise<void> {

@@ -114,7 +114,7 @@ async function handle(msg: ToWorker): Promise<void> {
     case "export":
       return exclusive(() => session.exportModel());
     case "import":
-      return exclusive(() => session.import(msg.name, msg.file, msg.backend));
+      return exclusive(async () => post({ type: "imported", ref: msg.ref, ok: await session.import(msg.name, msg.file, msg.backend) }));
     case "openCheckpoint":
       return exclusive(() => session.open(msg.id, msg.backend, msg.train, msg.steps, msg.intervals).then(checkpoints));
     case "deleteCheckpoint":
