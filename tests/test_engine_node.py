@@ -7,8 +7,8 @@ lever framework (the GPU gate's mutation proof), checkpoint round trips,
 version 1 files, corrupt-file messages; this file adds the Python side: Node
 reads the Python writer's file and re-saves it, Python reads both back, and
 Python's reference gets the same loss from a file the engine trained and saved; and
-the Node CLI trains a file Python reads and samples a gallery model's bytes as the
-reference does."""
+the Node CLI trains a file Python reads, with the reference's validation metric, and
+samples a gallery model's bytes as the reference does."""
 import hashlib
 import json
 import re
@@ -23,6 +23,7 @@ from tinygpt import checkpoint, model
 from tinygpt.facts import FACTS
 from tinygpt.site_build import node
 from tinygpt.train import Trainer, TrainConfig
+from tinygpt.validation import validation_loss
 
 ROOT = Path(__file__).resolve().parent.parent
 ENV = node.dawn_env()
@@ -121,9 +122,12 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     assert bad.returncode == 2 and 'unknown preset "enormous"' in bad.stderr, bad.stderr
     # Batch size 1 keeps a step quick on SwiftShader; the file must still be a whole run.
     run = cli("--preset", "tiny", "--corpus", "sonnet.txt", "--steps", "2", "--batch-size", "1", "--eval-every", "2",
-              "--eval-batches", "1", "--out", "tiny.tinygpt", "--f16")
+              "--eval-batches", "1", "--out", "tiny.tinygpt", "--f16", "--val-metric", "--stats", "stats.json")
     assert run.returncode == 0, run.stdout + run.stderr
     ckpt = checkpoint.load(tmp_path / "tiny.tinygpt")
+    # The engine's metric on its f32 weights, the reference's on the file's f16 copy of them.
+    metric = json.loads((tmp_path / "stats.json").read_text())["val_metric"]
+    assert metric == pytest.approx(validation_loss(ckpt.config, ckpt.params, text), rel=1e-3)
     assert ckpt.config == model.GPTConfig.from_preset("tiny")
     assert ckpt.dtype == "f16" and ckpt.m is not None
     assert ckpt.trainer["step"] == 2 and ckpt.trainer["config"]["batch_size"] == 1

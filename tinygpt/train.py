@@ -141,7 +141,7 @@ def evaluate(config: model.GPTConfig, params: dict, tokens: np.ndarray, batches:
 # ---------------------------------------------------------------------------
 # CLI.
 
-def _load_corpus(name: str) -> tuple[str, bytes]:
+def load_corpus(name: str) -> tuple[str, bytes]:
     path = Path(name)
     if not path.exists():
         path = Path(__file__).resolve().parent.parent / ".cache" / "corpora" / f"{name}.txt"
@@ -163,7 +163,7 @@ def main(argv=None):
 
     from tinygpt import checkpoint
 
-    name, data = _load_corpus(args.corpus)
+    name, data = load_corpus(args.corpus)
     train_tokens, val_tokens = split(data)
     config = model.GPTConfig.from_preset(args.preset)
     tc = TrainConfig.from_preset(args.preset, seed=args.seed)

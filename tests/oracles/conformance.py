@@ -27,6 +27,10 @@ float32.
 And sample.json: the greedy continuation of a prompt by a gallery model (SAMPLE), long enough
 for the sampling window to slide three times (facts.json sampling): {model (its path in the
 repository), prompt, max_new_tokens, tokens, min_margin (greedy_sample)}.
+
+And validation.json: the validation metric (tinygpt/validation.py) of that gallery model on
+VALIDATION_BYTES of the docs, whose split holds a number of windows no multiple of the model's
+batch size, so an engine's short last batch is checked too: {model, corpus (base64), windows, loss}.
 """
 import base64
 import json
@@ -35,7 +39,8 @@ from pathlib import Path
 import numpy as np
 
 from tinygpt import checkpoint, model
-from tinygpt.train import Trainer, TrainConfig
+from tinygpt.train import Trainer, TrainConfig, split
+from tinygpt.validation import validation_loss, validation_starts
 
 CASES = {
     "odd": (model.GPTConfig(vocab_size=256, n_layer=2, n_embd=20, n_head=1, block_size=7),
@@ -51,6 +56,7 @@ MATMUL = [(200, 136, 72), (64, 128, 1024)]
 ROOT = Path(__file__).resolve().parents[2]
 TOP_P = {"temperature": 1.5, "top_k": 12, "top_p": 0.7}
 SAMPLE = ("gallery/shakespeare-tiny.tinygpt", b"ROMEO:\nWhat light through yonder window breaks?", 100)
+VALIDATION_BYTES = 24400  # 2440 validation bytes: 37 windows of 64+1, two batches of 16 and a short one
 
 
 def greedy_sample(config: model.GPTConfig, params: dict, prompt: bytes, n: int) -> dict:
@@ -113,3 +119,8 @@ def write(folder: Path) -> None:
     path, prompt, n = SAMPLE
     ck = checkpoint.load(ROOT / path)
     (folder / "sample.json").write_text(json.dumps({"model": path, **greedy_sample(ck.config, ck.params, prompt, n)}))
+    corpus = b"".join(p.read_bytes() for p in sorted((ROOT / "content" / "docs").glob("*.md")))[:VALIDATION_BYTES]
+    count = len(validation_starts(len(split(corpus)[1]), ck.config.block_size))
+    assert len(corpus) == VALIDATION_BYTES and count % ck.trainer["config"]["batch_size"], "the docs no longer give a short last batch"
+    (folder / "validation.json").write_text(json.dumps({"model": path, "corpus": base64.b64encode(corpus).decode(), "windows": count,
+                                                        "loss": validation_loss(ck.config, ck.params, corpus)}))

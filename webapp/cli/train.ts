@@ -5,7 +5,8 @@
 //
 // Options: --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
-// --f16 (weights stored as f16, as gallery files are),
+// --f16 (weights stored as f16, as gallery files are), --val-metric (at the end,
+// the validation metric, facts.json data.validation_metric: the loss to compare models by),
 // --stats path.json (timings, every step's loss, the levers' verdicts: for the
 // benchmarks), --profile (after saving, time one more step dispatch by dispatch,
 // by GPU timestamps where the adapter has them, and list the ops by time), --quiet;
@@ -19,7 +20,7 @@ import { splitCorpus, trainBatch } from "../engine/data";
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
+const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--val-metric] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number: int, run } = CLI;
@@ -36,7 +37,7 @@ async function main(): Promise<void> {
         preset: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
         "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
         "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
-        stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" },
+        stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" }, "val-metric": { type: "boolean" },
         levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
@@ -109,6 +110,11 @@ async function main(): Promise<void> {
   const elapsed = (performance.now() - timedFrom) / 1000;
   const timedSteps = Math.max(0, steps - Math.min(WARMUP_STEPS, steps));
   const tokensPerSec = timedSteps > 0 ? (timedSteps * tokensPerStep) / elapsed : NaN;
+  let valMetric: number | undefined;
+  if (args["val-metric"]) {
+    valMetric = await trainer.validationLoss();
+    log(`train: validation metric ${valMetric.toFixed(4)}`);
+  }
 
   writeFileSync(args.out, writeCheckpoint(await trainer.checkpoint(!args["no-optimizer"]), { producer: "tinygpt-node", f16: args.f16 }));
   log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps`);
@@ -132,7 +138,7 @@ async function main(): Promise<void> {
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, profile, profile_timing: profileTiming };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, val_metric: valMetric ?? null, profile, profile_timing: profileTiming };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();

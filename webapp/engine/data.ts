@@ -4,6 +4,8 @@
 // Validation uses fixed windows, evenly spaced over the validation bytes and
 // the same whatever the seed, in every engine and in the reference
 // (tinygpt/train.py evaluate): two validations of the same weights agree.
+// The validation metric (facts.json data.validation_metric) has windows of its
+// own, non-overlapping and spread over the whole split (validationStarts).
 
 import { FACTS } from "./model";
 import { Rng, deriveSeed } from "./rng";
@@ -28,7 +30,7 @@ export function splitCorpus(bytes: Uint8Array, blockSize: number): Split {
 }
 
 /** The windows of T+1 bytes at `starts`: inputs x and next-byte targets y. */
-function windows(data: Uint8Array, starts: number[], blockSize: number): { x: Int32Array; y: Int32Array } {
+export function windows(data: Uint8Array, starts: number[], blockSize: number): { x: Int32Array; y: Int32Array } {
   const x = new Int32Array(starts.length * blockSize);
   const y = new Int32Array(starts.length * blockSize);
   starts.forEach((s, b) => {
@@ -56,6 +58,18 @@ export function valStarts(n: number, blockSize: number, count: number): number[]
 /** Batch `index` of `batches` over the validation windows (batches x batchSize of them). */
 export const valBatch = (split: Split, batchSize: number, blockSize: number, index: number, batches: number) =>
   windows(split.val, valStarts(split.val.length, blockSize, batches * batchSize).slice(index * batchSize, (index + 1) * batchSize), blockSize);
+
+/**
+ * Where the validation metric's windows of T+1 bytes start in n validation bytes (tinygpt/validation.py
+ * validation_starts): k of them, the whole windows the split holds or max_windows if fewer, window j at
+ * floor(j n / k). j n < n^2 / (T + 1) stays far below 2^53 for any corpus the app takes (max_upload_bytes),
+ * and then floor of the double quotient is the integer quotient, as Python computes it.
+ */
+export function validationStarts(n: number, blockSize: number, maxWindows: number = FACTS.data.validation_metric.max_windows): number[] {
+  const k = Math.min(Math.floor(n / (blockSize + 1)), maxWindows);
+  if (k < 1) throw new Error(`${n} validation bytes cannot hold one window of ${blockSize}+1`);
+  return Array.from({ length: k }, (_, j) => Math.floor((j * n) / k));
+}
 
 export async function sha256Hex(bytes: Uint8Array): Promise<string> {
   const digest = await crypto.subtle.digest("SHA-256", bytes as Uint8Array<ArrayBuffer>);

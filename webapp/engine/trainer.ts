@@ -5,7 +5,7 @@
 import type { Backend, DatasetInfo, HistoryPoint, ModelConfig, RunRecord, SampleOptions, TrainConfig, Trainer, CachedLogits } from "./types";
 import { checkModelConfig, initParams, learningRate } from "./model";
 import { type Checkpoint, writeCheckpoint } from "./checkpoint";
-import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch } from "./data";
+import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch, validationStarts, windows } from "./data";
 import { nextBatch, pickToken, windowStart } from "./sample";
 import { sampleUniform } from "./rng";
 import { Interrupted } from "./interrupt";
@@ -95,6 +95,27 @@ export class GPTTrainer implements Trainer {
     const last = this.points[this.points.length - 1];
     if (last && last.step === this.done) last.val = val;
     return val;
+  }
+
+  /** The validation metric (facts.json data.validation_metric): a batch_size of its windows at a time. */
+  async validationLoss(): Promise<number> {
+    const val = this.corpus().val;
+    const B = this.config.batch_size, T = this.model.block_size;
+    const starts = validationStarts(val.length, T);
+    let sum = 0; // of the windows' own mean losses
+    for (let i = 0; i < starts.length; i += B) {
+      const part = starts.slice(i, i + B);
+      // A backend takes whole batches only: a short last one is filled with copies of its first
+      // window, whose loss, from a batch of nothing but it, is then taken back out.
+      const fill = B - part.length;
+      const { x, y } = windows(val, [...part, ...Array<number>(fill).fill(part[0])], T);
+      sum += B * (await this.backend.loss(x, y));
+      if (fill > 0) {
+        const alone = windows(val, Array<number>(B).fill(part[0]), T);
+        sum -= fill * (await this.backend.loss(alone.x, alone.y));
+      }
+    }
+    return sum / starts.length;
   }
 
   async sample(prompt: Uint8Array, opts: SampleOptions, onToken: (byte: number) => void, shouldStop?: () => boolean | Promise<boolean>, via?: CachedLogits): Promise<Uint8Array> {

@@ -157,6 +157,8 @@ export interface Trainer {
   trainStep(): Promise<number>;
   /** Mean validation loss over `batches` batches of the fixed validation windows (data.ts valStarts). */
   evaluate(batches: number): Promise<number>;
+  /** The validation metric (facts.json data.validation_metric, data.ts validationStarts): the loss a model is judged by; slower than evaluate. */
+  validationLoss(): Promise<number>;
   /**
    * `shouldStop` is awaited before each token, so a host can yield to its own events there; `via`
    * gives the logits instead of the backend until it fails (same windows, same draws).

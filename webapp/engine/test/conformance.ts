@@ -12,7 +12,9 @@
 // - other shapes (tests/oracles/conformance.py, written by the Python harness into
 //   TINYGPT_CONFORMANCE): odd sizes, sizes no multiple of 4 and a batch long
 //   enough to split reductions; a backend may refuse a shape at creation, with
-//   the message it declares (Subject.refuses), and otherwise must match.
+//   the message it declares (Subject.refuses), and otherwise must match;
+// - a gallery model's greedy sample and its validation metric (Trainer.validationLoss)
+//   on a corpus whose last batch is short, against the reference's (the same folder).
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -79,6 +81,7 @@ function conformanceFile<T>(name: string): T {
 
 export const reference = (name: string) => conformanceFile<Reference>(name);
 const sampleReference = () => conformanceFile<{ model: string; prompt: number[]; max_new_tokens: number; tokens: number[]; min_margin: number }>("sample");
+const validationReference = () => conformanceFile<{ model: string; corpus: string; windows: number; loss: number }>("validation");
 
 /** Step i's loss against the reference: the first step is held closer (no update has compounded yet). */
 function checkLosses(got: number[], want: number[], what: string, p: Policy): void {
@@ -227,6 +230,18 @@ export function conformance(s: Subject): void {
       assert.ok(r.min_margin > 1e-3, `the reference's choices come within ${r.min_margin} of a tie: choose another prompt`);
       const got = await trainer.sample(Uint8Array.from(r.prompt), { temperature: 0, topK: 0, maxTokens: r.max_new_tokens }, () => {});
       assert.equal(new TextDecoder().decode(got), new TextDecoder().decode(Uint8Array.from(r.tokens)));
+    } finally {
+      trainer.dispose();
+    }
+  });
+
+  test(`${s.name}: the validation metric of a gallery model is the reference's`, { skip }, async () => {
+    const r = validationReference();
+    const trainer = await loadTrainer(readFileSync(join(ROOT, r.model)), (m, t) => s.make(m, t));
+    try {
+      await trainer.setCorpus("docs", Buffer.from(r.corpus, "base64"));
+      const got = await trainer.validationLoss();
+      assert.ok(rel(got, r.loss) < p.loss_rel, `validation metric ${got} vs reference ${r.loss} over ${r.windows} windows (tolerance ${p.loss_rel})`);
     } finally {
       trainer.dispose();
     }

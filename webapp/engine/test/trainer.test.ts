@@ -2,7 +2,7 @@
 // the reference's recorded learning rates) and token picking.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { splitCorpus, trainBatch, valBatch, valStarts } from "../data";
+import { splitCorpus, trainBatch, valBatch, valStarts, validationStarts } from "../data";
 import { learningRate, paramCount } from "../model";
 import { pickToken } from "../sample";
 import { sampleUniform } from "../rng";
@@ -36,6 +36,44 @@ test("validation windows are evenly spaced over the validation bytes, whatever t
     assert.deepEqual([...second.x.subarray(b * 8, b * 8 + 8)], [...split.val.subarray(s, s + 8)]);
     assert.deepEqual([...second.y.subarray(b * 8, b * 8 + 8)], [...split.val.subarray(s + 1, s + 9)]);
   }
+});
+
+test("the validation metric's windows do not overlap, spread over the whole split, and are capped", () => {
+  assert.deepEqual(validationStarts(100, 8, 4), [0, 25, 50, 75]);
+  assert.deepEqual(validationStarts(100, 8), [0, 9, 18, 27, 36, 45, 54, 63, 72, 81, 90]); // all 11 whole windows
+  for (const [n, T, cap] of [[5053, 64, 1024], [50531, 64, 700], [9, 8, 5]]) {
+    const starts = validationStarts(n, T, cap);
+    assert.equal(starts.length, Math.min(Math.floor(n / (T + 1)), cap));
+    assert.ok(starts.every((s, j) => (j === 0 ? s === 0 : s - starts[j - 1] >= T + 1)));
+    assert.ok(starts[starts.length - 1] + T + 1 > n - n / starts.length, "the last window ends within one spacing of the end");
+  }
+  assert.throws(() => validationStarts(8, 8), /cannot hold one window of 8\+1/);
+});
+
+test("the validation metric weighs every window once, though the backend takes whole batches only", async () => {
+  const model = { vocab_size: 256, n_layer: 1, n_embd: 8, n_head: 2, block_size: 4 };
+  const train: TrainConfig = { batch_size: 4, lr: 1e-3, beta1: 0.9, beta2: 0.95, eps: 1e-8, weight_decay: 0.1, grad_clip: 1, warmup_steps: 10, seed: 7 };
+  // A window's "loss" is its first byte; a batch's, the mean over its windows, as a backend's.
+  const backend = {
+    kind: "wasm",
+    device: "stub",
+    setState: async () => {},
+    loss: async (x: Int32Array) => {
+      assert.equal(x.length, train.batch_size * model.block_size);
+      let sum = 0;
+      for (let b = 0; b < train.batch_size; b++) sum += x[b * model.block_size];
+      return sum / train.batch_size;
+    },
+    dispose() {},
+  } as unknown as Backend;
+  const t = await resumeTrainer(backend, { model, params: new Float32Array(paramCount(model)), step: 0, train, history: [], dataset: null, provenance: {} }, train);
+  const corpus = Uint8Array.from({ length: 700 }, (_, i) => (i * 37) % 251);
+  await t.setCorpus("bytes", corpus);
+  const val = splitCorpus(corpus, model.block_size).val;
+  const starts = validationStarts(val.length, model.block_size);
+  assert.equal(starts.length % train.batch_size, 2, "a short last batch");
+  const want = starts.reduce((a, s) => a + val[s], 0) / starts.length;
+  assert.ok(Math.abs((await t.validationLoss()) - want) < 1e-9 * want);
 });
 
 test("corpora that are empty, too small or too large are refused with a reason", () => {
