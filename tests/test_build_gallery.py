@@ -42,7 +42,7 @@ def entry(tmp_path, name: str, data: bytes) -> dict:
         "file": f"{name}.tinygpt", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
         "training": {"steps": STEPS, "wall_time_s": None, "hardware": "a test", "date": "2026-12-06",
                      "levers": [], "command": "pytest"},
-        "train_loss": 5.5, "val_loss": None,
+        "train_loss": 5.5, "val_loss": 5.6,
         "sample": {"prompt": "ROMEO:", "temperature": 0, "top_k": 0, "top_p": 1, "seed": 1,
                    "tokens": len(text.encode()), "text": text},
     }

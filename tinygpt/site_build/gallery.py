@@ -88,7 +88,7 @@ FIELDS = [
     ("training.levers", "levers", "the fast paths the run used; [] for the plain path"),
     ("training.command", "text", "the command line, environment included"),
     ("train_loss", "number or null", "the training loss at the last step; null where unknown"),
-    ("val_loss", "number or null", "the validation loss at the last step; null where unknown"),
+    ("val_loss", "number", "the validation metric (`python -m tinygpt.validation`), which `tests/test_gallery_metric.py` recomputes"),
     ("sample", "object", "a continuation the model wrote, which the card shows"),
     ("sample.prompt", "text", "what it continued; the app's prompt once the model is loaded"),
     ("sample.temperature", "number", "0 is greedy"),

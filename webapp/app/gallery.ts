@@ -33,7 +33,7 @@ interface GalleryModel {
   bytes: number;
   sha256: string;
   training: { steps: number; wall_time_s: number | null; hardware: string; date: string; command: string };
-  val_loss: number | null;
+  val_loss: number;
   sample: GallerySample;
 }
 
@@ -84,7 +84,7 @@ export class GalleryView {
       ["Text", `${m.corpus.name} (${m.corpus.licence})`],
       ["Size", `${fmt.bytes(m.bytes)} (${m.dtype})`],
       ["Parameters", `${fmt.count(m.parameters)}: ${m.config.n_layer} layers × ${m.config.n_embd} wide, ${m.config.n_head} heads, context ${m.config.block_size}`],
-      ["Validation loss", m.val_loss === null ? "not measured" : fmt.loss(m.val_loss)],
+      ["Validation loss", fmt.loss(m.val_loss)],
       ["Trained", `${m.training.steps.toLocaleString("en")} steps${wall} on ${m.training.hardware}, ${m.training.date}`],
     ];
     for (const [term, value] of rows) facts.append(el("dt", {}, term), el("dd", {}, value));
