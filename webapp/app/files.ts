@@ -1,6 +1,7 @@
 // Models and storage: saved runs (resume after a reload, delete with undo),
-// export to a .tinygpt download, import from a file, and the quota readout. What replaces the model in the tab asks first when that
-// model has unsaved steps (mayDiscard).
+// export to a .tinygpt download, import from a file, and the quota readout.
+// What replaces the model in the tab asks first when that model has unsaved
+// steps (mayDiscard).
 import facts from "../../tinygpt/facts.json";
 import type { CheckpointInfo } from "../worker/protocol";
 import type { WorkerClient } from "./client";
