@@ -96,6 +96,34 @@ def test_f16_weights_round_to_half_precision_and_moments_stay_f32():
     assert checkpoint.to_bytes(ckpt) == buf, "a file read back is written as it was stored, f16 weights included"
 
 
+def test_q8_weights_are_within_half_a_step_of_their_column_and_stable_when_saved_again():
+    trainer = trained()
+    buf = v2_bytes(optimizer=True, dtype="q8")
+    ckpt = checkpoint.load(buf)
+    assert ckpt.dtype == "q8"
+    header, _ = corpus.split(buf)
+    entries = {t["name"]: t for t in header["tensors"]}
+    for name, p in trainer.params.items():
+        cols = p.shape[-1]
+        assert entries[name]["dtype"] == "q8" and entries[name]["nbytes"] == p.size + 4 * cols
+        step = np.abs(p).reshape(-1, cols).max(axis=0) / FORMAT["q8"]["levels"]
+        error = np.abs(ckpt.params[name] - p).reshape(-1, cols)
+        assert (error <= 0.5 * step * (1 + 1e-6) + 1e-12).all(), name
+        if p.ndim == 1:  # a vector's every element is its own column: kept to f32 rounding
+            np.testing.assert_allclose(ckpt.params[name], p, rtol=1e-6)
+        np.testing.assert_array_equal(ckpt.m[name], trainer.m[name])
+    assert checkpoint.to_bytes(ckpt) == buf, "q8 values quantize to themselves: a file read back is written as it was"
+    assert len(v2_bytes(dtype="q8")) < len(v2_bytes(dtype="f16"))
+
+
+def test_q8_writer_refuses_non_finite_weights():
+    ckpt = checkpoint.load(v2_bytes())
+    ckpt.params["ln_final.bias"][0] = np.nan
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.to_bytes(ckpt, "q8")
+    assert e.value.rule == "non_finite" and "ln_final.bias" in str(e.value)
+
+
 def test_legacy_weights_give_the_same_logits_and_resave_without_a_trainer():
     ckpt = checkpoint.load(corpus.legacy())
     assert ckpt.version == 1 and ckpt.trainer == {"step": 7, "config": None} and ckpt.m is not None

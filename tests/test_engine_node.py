@@ -135,6 +135,21 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     assert ckpt.dataset == {"name": "sonnet.txt", "bytes": len(text), "sha256": hashlib.sha256(text).hexdigest()}
     assert ckpt.provenance["producer"] == "tinygpt-node"
 
+    # An anneal as the gallery's: on from that file, keeping the model with the best metric seen.
+    wrong = cli("--preset", "small", "--init", "tiny.tinygpt", "--corpus", "sonnet.txt", "--steps", "1", "--out", "x.tinygpt")
+    assert wrong.returncode == 2 and "--init tiny.tinygpt is shaped" in wrong.stderr, wrong.stderr
+    blind = cli("--preset", "tiny", "--corpus", "sonnet.txt", "--steps", "1", "--eval-every", "0", "--keep-best", "--out", "x.tinygpt")
+    assert blind.returncode == 2 and "--keep-best needs evaluations" in blind.stderr, blind.stderr
+    run = cli("--preset", "tiny", "--init", "tiny.tinygpt", "--corpus", "sonnet.txt", "--steps", "4", "--batch-size", "1",
+              "--lr", "0.05", "--eval-every", "2", "--eval-batches", "1", "--keep-best", "--no-optimizer",
+              "--out", "best.tinygpt", "--stats", "best.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    best = json.loads((tmp_path / "best.json").read_text())["best"]
+    kept = checkpoint.load(tmp_path / "best.tinygpt")
+    assert best["step"] in (2, 4) and kept.trainer["step"] == 2 + best["step"] and kept.m is None
+    assert best["metric"] == pytest.approx(validation_loss(kept.config, kept.params, text), rel=1e-3)
+    assert f"holds step {best['step']} of this run, the best validation metric seen" in run.stdout
+
 
 def test_cli_samples_a_gallery_model_as_the_reference_does(tmp_path):
     if NO_DRIVER:

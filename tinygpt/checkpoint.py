@@ -1,7 +1,7 @@
 """Reading and writing .tinygpt files (content/docs/file-format.md is the spec).
 
     ckpt = load("run.tinygpt")        # or load(raw_bytes); v2, or a legacy v1 export
-    save("out.tinygpt", ckpt, dtype="f16")
+    save("out.tinygpt", ckpt, dtype="q8")     # weights as f32, f16 or q8 (int8 + a scale per column)
 
 A file is untrusted input. Reading happens in two phases, as in
 webapp/engine/checkpoint.ts, whose checks come in the same order with the same
@@ -18,7 +18,6 @@ import math
 import os
 import re
 import struct
-import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -33,7 +32,8 @@ MAGIC = FORMAT["magic"].encode("ascii")
 PREAMBLE = FORMAT["preamble_bytes"]
 ALIGN = FORMAT["data_alignment"]
 M_PREFIX, V_PREFIX = FORMAT["optimizer_prefixes"]["m"], FORMAT["optimizer_prefixes"]["v"]
-NUMPY_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2")}
+NUMPY_DTYPES = {"f32": np.dtype("<f4"), "f16": np.dtype("<f2"), "q8": np.dtype("i1")}
+Q8 = FORMAT["q8"]
 LEGACY = FORMAT["legacy"]
 PRODUCER = "tinygpt-python 0.1"
 MAX_SAFE = 2**53 - 1  # JSON numbers are doubles; the TypeScript reader sees no integer beyond this
@@ -112,9 +112,32 @@ def _check_finite(name: str, a: np.ndarray, moment_v: bool = False) -> None:
         raise CheckpointError("negative_moment", name=name)
 
 
+def stored_bytes(dtype: str, shape) -> int:
+    """A tensor's nbytes in the file: its values, and for q8 the column scales before them."""
+    return math.prod(shape) * FORMAT["dtypes"][dtype] + (Q8["scale_bytes"] * shape[-1] if dtype == "q8" else 0)
+
+
+def quantize_q8(array: np.ndarray) -> bytes:
+    """A finite float tensor as q8 bytes (facts.json format.q8): column scales, then the int8 values."""
+    columns = np.asarray(array, dtype=np.float64).reshape(-1, array.shape[-1])
+    scale = (np.abs(columns).max(axis=0) / Q8["levels"]).astype("<f4")
+    ratio = columns / np.where(scale > 0, scale, 1).astype(np.float64)
+    q = np.sign(ratio) * np.floor(np.abs(ratio) + 0.5)  # half away from zero, as the TypeScript writer rounds
+    return scale.tobytes() + np.clip(q, -Q8["levels"], Q8["levels"]).astype(np.int8).tobytes()
+
+
+def dequantize_q8(buf, shape, at: int = 0) -> np.ndarray:
+    """The float32 values of a q8 tensor whose bytes start at `at` in buf, flat."""
+    cols = shape[-1]
+    scale = np.frombuffer(buf, "<f4", cols, at)
+    q = np.frombuffer(buf, np.int8, math.prod(shape), at + Q8["scale_bytes"] * cols)
+    with np.errstate(invalid="ignore"):  # an infinite scale times 0 is NaN, refused by the caller
+        return (q.reshape(-1, cols).astype(np.float32) * scale).ravel()
+
+
 def to_bytes(ckpt: Checkpoint, dtype: str | None = None) -> bytes:
-    """The checkpoint as version-2 bytes; weights in `dtype` ("f32" or "f16", ckpt.dtype by default),
-    moments always f32."""
+    """The checkpoint as version-2 bytes; weights in `dtype` ("f32", "f16" or "q8", ckpt.dtype by
+    default), moments always f32."""
     dtype = dtype or ckpt.dtype
     if dtype not in NUMPY_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}; known: {sorted(NUMPY_DTYPES)}")
@@ -126,12 +149,17 @@ def to_bytes(ckpt: Checkpoint, dtype: str | None = None) -> bytes:
         nonlocal offset
         if tuple(array.shape) != shape:
             raise CheckpointError("tensor_shape", name=name, shape=list(shape))
-        with np.errstate(over="ignore"):  # beyond f16's range becomes infinity, refused just below
-            data = np.ascontiguousarray(array, dtype=NUMPY_DTYPES[dt])
-        _check_finite(name, data, moment_v)
-        tensors.append({"name": name, "shape": list(shape), "dtype": dt, "offset": offset, "nbytes": data.nbytes})
-        blobs.append((offset, data.tobytes()))
-        offset = _align(offset + data.nbytes)
+        if dt == "q8":
+            _check_finite(name, array)
+            data = quantize_q8(array)
+        else:
+            with np.errstate(over="ignore"):  # beyond f16's range becomes infinity, refused just below
+                values = np.ascontiguousarray(array, dtype=NUMPY_DTYPES[dt])
+            _check_finite(name, values, moment_v)
+            data = values.tobytes()
+        tensors.append({"name": name, "shape": list(shape), "dtype": dt, "offset": offset, "nbytes": len(data)})
+        blobs.append((offset, data))
+        offset = _align(offset + len(data))
 
     specs = model.tensor_specs(ckpt.config)
     for name, shape, _ in specs:
@@ -360,7 +388,7 @@ def _plan_v2(header: dict, header_end: int, size: int) -> Plan:
         if offset is None or offset % ALIGN:
             raise CheckpointError("tensor_offset", name=name)
         count = math.prod(shape)
-        nbytes = count * FORMAT["dtypes"][e["dtype"]]
+        nbytes = stored_bytes(e["dtype"], shape)
         if _int(e.get("nbytes")) != nbytes:
             raise CheckpointError("tensor_nbytes", name=name, nbytes=nbytes)
         start = data_start + offset
@@ -539,13 +567,16 @@ def decode(p: Plan, body, body_offset: int) -> Checkpoint:
         if step < 0:
             raise CheckpointError("legacy_step", step=step)
         trainer = {"step": step, "config": None}
-    arrays = {}
-    for name, dtype, at, count in p.tensors:
-        a = np.frombuffer(body, NUMPY_DTYPES[dtype], count, at - body_offset).astype(np.float32)
-        _check_finite(name, a, name.startswith(V_PREFIX))
-        arrays[name] = a
     names = [name for name, _, _ in model.tensor_specs(p.config)]
     shapes = {name: shape for name, shape, _ in model.tensor_specs(p.config)}
+    arrays = {}
+    for name, dtype, at, count in p.tensors:
+        if dtype == "q8":
+            a = dequantize_q8(body, shapes[name], at - body_offset)
+        else:
+            a = np.frombuffer(body, NUMPY_DTYPES[dtype], count, at - body_offset).astype(np.float32)
+        _check_finite(name, a, name.startswith(V_PREFIX))
+        arrays[name] = a
     take = lambda prefix: {n: arrays[prefix + n].reshape(shapes[n]) for n in names}  # noqa: E731
     return Checkpoint(config=p.config, params=take(""), m=take(M_PREFIX) if p.moments else None,
                       v=take(V_PREFIX) if p.moments else None, trainer=trainer, history=p.history,
@@ -574,6 +605,8 @@ def load(source) -> Checkpoint:
 # `python -m tinygpt.checkpoint FILE...`: what each reader makes of a file, in
 # one JSON line each (the cross-reader tests compare this with the TypeScript
 # reader's `node dist-cli/inspect.js --json`).
+# `python -m tinygpt.checkpoint FILE --dtype q8 --out OUT`: the file's weights
+# stored again in another dtype (how the gallery's q8 files are made).
 
 def summary(ckpt: Checkpoint) -> dict:
     def digest(tensors):
@@ -596,6 +629,21 @@ def verdict(source) -> dict:
         return {"ok": False, "rule": e.rule, "error": str(e)}
 
 
-if __name__ == "__main__":
-    for path in sys.argv[1:]:
+def main(argv=None) -> None:
+    import argparse
+    ap = argparse.ArgumentParser(description="Check .tinygpt files, or store one's weights in another dtype.")
+    ap.add_argument("files", nargs="+")
+    ap.add_argument("--dtype", choices=list(NUMPY_DTYPES), help="with --out: the weight dtype to write")
+    ap.add_argument("--out", help="write the (single) file's checkpoint here, weights in --dtype")
+    args = ap.parse_args(argv)
+    if args.out:
+        if len(args.files) != 1 or not args.dtype:
+            ap.error("--out takes one file and --dtype")
+        save(args.out, load(args.files[0]), args.dtype)
+        args.files.append(args.out)
+    for path in args.files:
         print(json.dumps({"file": path, **verdict(path)}))
+
+
+if __name__ == "__main__":
+    main()

@@ -62,12 +62,22 @@ def digest(ts: dict | None, dtype: str = "f4") -> str | None:
     return hashlib.sha256(flat.astype(dtype).astype("<f4").tobytes()).hexdigest()
 
 
+def as_q8(a: np.ndarray) -> np.ndarray:
+    """What a q8 reader must give for float32 `a`, from the spec's words (facts.json format.q8):
+    per last-axis index, a step of f32(max |value| / levels); each value a whole number of steps,
+    ties away from zero."""
+    step = (np.abs(a.astype(np.float64)).max(axis=tuple(range(a.ndim - 1))) / FORMAT["q8"]["levels"]).astype(np.float32)
+    steps = np.divide(a.astype(np.float64), step, out=np.zeros(a.shape), where=step > 0)
+    return (np.trunc(steps + np.copysign(0.5, steps)).astype(np.float32) * step).astype(np.float32)
+
+
 def ok(*, version=2, dtype="f32", step=3, adam_step=None, train=TRAIN, run=None, history=HISTORY, dataset=DATASET,
        moments=False) -> dict:
     """The summary a reader must print for a file with these contents."""
+    params = {n: as_q8(a) for n, a in W.items()} if dtype == "q8" else W
     return {"ok": True, "version": version, "dtype": dtype, "config": CONFIG.to_dict(), "step": step,
             "adam_step": adam_step, "train": train, "run": run, "history": history, "dataset": dataset,
-            "params": digest(W, "f2" if dtype == "f16" else "f4"), "m": digest(MOM) if moments else None,
+            "params": digest(params, "f2" if dtype == "f16" else "f4"), "m": digest(MOM) if moments else None,
             "v": digest(VAR) if moments else None}
 
 
@@ -207,6 +217,7 @@ def legacy_ok(moments=True, fp16=False, step=7, history=LEGACY_HISTORY) -> dict:
 
 def cases() -> dict[str, tuple[bytes, dict]]:
     good, full, half = v2(), v2(moments=True, adam_step=2), v2(moments=True, dtype="f16")
+    q8, q8_full = v2(dtype="q8"), v2(moments=True, dtype="q8")
     header, data = split(good)
     n = len(header["tensors"])
     weights = len(FACTS["tensors"]["head"]) + len(FACTS["tensors"]["block"])
@@ -223,6 +234,8 @@ def cases() -> dict[str, tuple[bytes, dict]]:
     c["v2-f32"] = good, ok()
     c["v2-f32-adam"] = full, ok(adam_step=2, moments=True)
     c["v2-f16-adam"] = half, ok(dtype="f16", moments=True)
+    c["v2-q8"] = q8, ok(dtype="q8")
+    c["v2-q8-adam"] = q8_full, ok(dtype="q8", moments=True)
     c["v2-minimal"] = edit(good, lambda h: [h.pop(k) for k in ("trainer", "history", "dataset", "provenance")]), \
         ok(step=0, train=None, history=[], dataset=None)
     c["v2-optional-nulls"] = edit(full, lambda h: h.update(history=None, dataset=None, provenance=None)
@@ -307,10 +320,17 @@ def cases() -> dict[str, tuple[bytes, dict]]:
     c["tensor-shape-bool"] = edit(good, put(["tensors", 2, "shape"], [True])), \
         bad("tensor_shape", name=header["tensors"][2]["name"], shape=[4])
     c["tensor-dtype-bf16"] = edit(good, put(["tensors", 1, "dtype"], "bf16")), \
-        bad("tensor_dtype", name=second["name"], allowed="f32 or f16")
+        bad("tensor_dtype", name=second["name"], allowed=" or ".join(FORMAT["dtypes"]))
     c["tensor-moment-f16"] = edit(full, put(["tensors", n, "dtype"], "f16")), bad("tensor_dtype", name=M + first, allowed="f32")
     c["tensor-mixed-f32-f16"] = edit(good, put(["tensors", 1, "dtype"], "f16")), \
         bad("tensor_mixed", name=second["name"], dtype="f32")
+    c["tensor-moment-q8"] = edit(q8_full, put(["tensors", n, "dtype"], "q8")), bad("tensor_dtype", name=M + first, allowed="f32")
+    c["tensor-mixed-q8-f32"] = edit(q8, put(["tensors", 1, "dtype"], "f32")), \
+        bad("tensor_mixed", name=second["name"], dtype="q8")
+    # A q8 tensor's nbytes counts its column scales: one f32 per index of the last axis.
+    q8_first = split(q8)[0]["tensors"][0]
+    c["tensor-q8-nbytes-without-scales"] = edit(q8, put(["tensors", 0, "nbytes"], 256 * 4)), \
+        bad("tensor_nbytes", name=first, nbytes=q8_first["nbytes"])
     for label, value in (("misaligned", second["offset"] + 4), ("negative", -64), ("fraction", 64.5),
                          ("string", "64"), ("beyond-doubles", 2**60)):
         c[f"tensor-offset-{label}"] = edit(good, put(["tensors", 1, "offset"], value)), \
@@ -361,6 +381,9 @@ def cases() -> dict[str, tuple[bytes, dict]]:
     # The data.
     c["weights-nan"] = poke(good, 5, 3, np.nan), bad("non_finite", name=header["tensors"][5]["name"])
     c["weights-f16-infinity"] = poke(half, 0, 0, np.inf, "<f2"), bad("non_finite", name=first)
+    # The scales come first in a q8 tensor: an infinite or NaN one makes its column non-finite.
+    c["weights-q8-scale-infinity"] = poke(q8, 0, 1, np.inf), bad("non_finite", name=first)
+    c["weights-q8-scale-nan"] = poke(q8, 5, 0, np.nan), bad("non_finite", name=header["tensors"][5]["name"])
     c["moment-nan"] = poke(full, n + 2, 0, np.nan), bad("non_finite", name=M + header["tensors"][2]["name"])
     c["moment-v-negative"] = poke(full, 2 * n + 1, 1, -1.0), bad("negative_moment", name=V + second["name"])
     # Non-finite values are looked for in the whole tensor before negative ones.

@@ -3,10 +3,14 @@
 //
 //   node dist-cli/train.js --preset tiny --corpus path.txt --steps 500 --out model.tinygpt
 //
-// Options: --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
+// Options: --init FILE (continue from a .tinygpt of the preset's shape, its Adam state
+// included when saved: --steps more steps, at this run's --lr, which is how a run is
+// annealed), --batch-size N, --lr X, --seed N, --warmup-steps N, --eval-every N
 // (0: never), --eval-batches N, --no-optimizer (leave Adam m/v out of the file),
-// --f16 (weights stored as f16, as gallery files are), --val-metric (at the end,
-// the validation metric, facts.json data.validation_metric: the loss to compare models by),
+// --f16 (weights stored as f16), --val-metric (at the end, the validation metric,
+// facts.json data.validation_metric: the loss to compare models by), --keep-best (at each
+// evaluation also measure the metric, and write --out whenever it is the best yet: the file
+// ends with the best model seen, early stopping as the gallery's models are trained),
 // --stats path.json (timings, every step's loss, the levers' verdicts: for the
 // benchmarks), --profile (after saving, time one more step dispatch by dispatch,
 // by GPU timestamps where the adapter has them, and list the ops by time), --quiet;
@@ -15,12 +19,12 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { GpuBackend, createBackend, createTrainer, preset, writeCheckpoint } from "../engine/index";
+import { type Backend, GpuBackend, createBackend, createTrainer, loadTrainer, preset, readCheckpoint, writeCheckpoint } from "../engine/index";
 import { splitCorpus, trainBatch } from "../engine/data";
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--val-metric] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
+const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--init FILE] [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--val-metric] [--keep-best] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number: int, run } = CLI;
@@ -34,10 +38,10 @@ async function main(): Promise<void> {
   try {
     args = parseArgs({
       options: {
-        preset: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
+        preset: { type: "string" }, init: { type: "string" }, corpus: { type: "string" }, steps: { type: "string" }, out: { type: "string" },
         "batch-size": { type: "string" }, lr: { type: "string" }, seed: { type: "string" }, "warmup-steps": { type: "string" },
         "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
-        stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" }, "val-metric": { type: "boolean" },
+        stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" }, "val-metric": { type: "boolean" }, "keep-best": { type: "boolean" },
         levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
       },
     }).values;
@@ -64,6 +68,8 @@ async function main(): Promise<void> {
   }
   const evalEvery = int("eval-every", args["eval-every"], 100);
   const evalBatches = int("eval-batches", args["eval-batches"], 8) || 1;
+  const keepBest = !!args["keep-best"];
+  if (keepBest && evalEvery === 0) fail("--keep-best needs evaluations (--eval-every above 0)");
   const log = args.quiet ? () => {} : (s: string) => console.log(s);
 
   let corpus: Uint8Array;
@@ -73,11 +79,25 @@ async function main(): Promise<void> {
     fail(`cannot read the corpus: ${(e as Error).message}`);
   }
 
+  let init: Uint8Array | undefined;
+  if (args.init) {
+    try {
+      init = readFileSync(args.init);
+      const shape = readCheckpoint(init).model;
+      if (JSON.stringify(shape) !== JSON.stringify(p.model)) fail(`--init ${args.init} is shaped ${JSON.stringify(shape)}, not as --preset ${p.id}`);
+    } catch (e) {
+      fail(`--init ${args.init}: ${(e as Error).message}`);
+    }
+  }
   const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
   // The profile times each dispatch by the GPU's clock where it can.
   const stamps: GPUFeatureName[] = args.profile && gpu.options.adapter?.features.has("timestamp-query") ? ["timestamp-query"] : [];
-  const backend = await createBackend("webgpu", p.model, train, { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps] });
-  const trainer = await createTrainer(backend, p.model, train, { producer: "tinygpt-node" });
+  let backend!: Backend;
+  const make = async (model = p.model) =>
+    (backend = await createBackend("webgpu", model, train, { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps] }));
+  const trainer = init
+    ? await loadTrainer(init, (model) => make(model), train, { producer: "tinygpt-node" })
+    : await createTrainer(await make(), p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
   log(`train: ${p.label} on ${backend.device}${backend.paths.length ? ` (+${backend.paths.join(", +")})` : ", plain f32 kernels"}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
@@ -88,6 +108,9 @@ async function main(): Promise<void> {
   let val: number | undefined;
   let last = NaN;
   const pending: Promise<number>[] = [];
+  const save = async () =>
+    writeFileSync(args.out!, writeCheckpoint(await trainer.checkpoint(!args["no-optimizer"]), { producer: "tinygpt-node", dtype: args.f16 ? "f16" : "f32" }));
+  let best = { metric: Infinity, step: 0 };
   for (let issued = 0, done = 0; done < steps; ) {
     // Issue ahead, but never past the next evaluation: it sees exactly `done` steps.
     const limit = evalEvery > 0 ? Math.min(steps, (Math.floor(done / evalEvery) + 1) * evalEvery) : steps;
@@ -101,10 +124,19 @@ async function main(): Promise<void> {
     if (!Number.isFinite(last)) throw new Error(`the loss became ${last} at step ${done}; stopping (lower --lr?)`);
     if (done === Math.min(WARMUP_STEPS, steps)) timedFrom = performance.now();
     const evalNow = evalEvery > 0 && (done % evalEvery === 0 || done === steps);
-    if (evalNow) val = await trainer.evaluate(evalBatches);
+    let metric: number | undefined;
+    if (evalNow) {
+      val = await trainer.evaluate(evalBatches);
+      // No step is in flight here (issuing stops at each evaluation), so the file holds exactly `done` steps.
+      if (keepBest && (metric = await trainer.validationLoss()) < best.metric) {
+        best = { metric, step: done };
+        await save();
+      }
+    }
     if (evalNow || done % 50 === 0 || done === steps) {
       const s = (performance.now() - t0) / 1000;
-      log(`step ${String(done).padStart(6)}  loss ${last.toFixed(4)}${evalNow ? `  val ${val!.toFixed(4)}` : ""}  ${s.toFixed(1)} s`);
+      const shown = metric === undefined ? "" : `  metric ${metric.toFixed(4)}${best.step === done ? " (best)" : ""}`;
+      log(`step ${String(done).padStart(6)}  loss ${last.toFixed(4)}${evalNow ? `  val ${val!.toFixed(4)}` : ""}${shown}  ${s.toFixed(1)} s`);
     }
   }
   const elapsed = (performance.now() - timedFrom) / 1000;
@@ -116,8 +148,9 @@ async function main(): Promise<void> {
     log(`train: validation metric ${valMetric.toFixed(4)}`);
   }
 
-  writeFileSync(args.out, writeCheckpoint(await trainer.checkpoint(!args["no-optimizer"]), { producer: "tinygpt-node", f16: args.f16 }));
-  log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps`);
+  if (keepBest) log(`train: ${args.out} holds step ${best.step} of this run, the best validation metric seen, ${best.metric.toFixed(4)}`);
+  else await save();
+  log(`train: wrote ${args.out}; ${tokensPerSec.toFixed(0)} tokens/s over the last ${timedSteps} steps${keepBest ? " (saves included)" : ""}`);
   let profile: { op: string; dispatches: number; workgroups: number; ms: number }[] | undefined;
   let profileTiming: string | undefined;
   if (args.profile && backend instanceof GpuBackend) {
@@ -138,7 +171,7 @@ async function main(): Promise<void> {
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, val_metric: valMetric ?? null, profile, profile_timing: profileTiming };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, val_metric: valMetric ?? null, best: keepBest ? best : null, profile, profile_timing: profileTiming };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();

@@ -14,7 +14,31 @@ import { FACTS, paramCount, shapeOf, tensorLayout } from "./model";
 import { floatToHalf, halfToFloat } from "./f16";
 
 const FMT = FACTS.format;
-type Dtype = keyof typeof FMT.dtypes;
+export type Dtype = keyof typeof FMT.dtypes;
+const Q8 = FMT.q8;
+
+/** A tensor's nbytes in the file: its values, and for q8 the column scales before them (facts.json format.q8). */
+function storedBytes(dtype: Dtype, shape: readonly number[]): number {
+  const count = shape.reduce((a, b) => a * b, 1);
+  return count * FMT.dtypes[dtype] + (dtype === "q8" ? Q8.scale_bytes * shape[shape.length - 1] : 0);
+}
+
+/** q8 bytes of a finite row-major tensor whose last axis is `cols` long: the column scales, then the int8 values. */
+function quantizeQ8(data: Float32Array, cols: number, out: DataView, at: number): void {
+  const scales = new Float32Array(cols);
+  for (let i = 0; i < data.length; i++) scales[i % cols] = Math.max(scales[i % cols], Math.abs(data[i]));
+  for (let c = 0; c < cols; c++) {
+    scales[c] = Math.fround(scales[c] / Q8.levels);
+    out.setFloat32(at + Q8.scale_bytes * c, scales[c], true);
+  }
+  const base = at + Q8.scale_bytes * cols;
+  for (let i = 0; i < data.length; i++) {
+    const scale = scales[i % cols];
+    const r = scale > 0 ? data[i] / scale : 0;
+    // Half away from zero, in double precision, as tinygpt/checkpoint.py rounds: the two writers agree byte for byte.
+    out.setInt8(base + i, Math.max(-Q8.levels, Math.min(Q8.levels, Math.sign(r) * Math.floor(Math.abs(r) + 0.5))));
+  }
+}
 type Rule = keyof typeof FMT.errors;
 const PREAMBLE = FMT.preamble_bytes;
 const { m: M_PREFIX, v: V_PREFIX } = FMT.optimizer_prefixes;
@@ -84,8 +108,8 @@ export function thinHistory(points: readonly HistoryPoint[]): HistoryPoint[] {
 // ---------------------------------------------------------------- writing
 
 export interface WriteOptions {
-  /** Store parameters as f16 (smaller gallery files); Adam moments stay f32. */
-  f16?: boolean;
+  /** How to store the parameters: f32 (the default), f16, or q8 (int8 with a scale per column: gallery files). Adam moments stay f32. */
+  dtype?: Dtype;
   producer: string;
   commit?: string;
 }
@@ -113,11 +137,11 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
   let offset = 0;
   const add = (name: string, shape: number[], dtype: Dtype, data: Float32Array, secondMoment = false) => {
     checkFinite(name, data, secondMoment);
-    const nbytes = data.length * FMT.dtypes[dtype];
+    const nbytes = storedBytes(dtype, shape);
     parts.push({ entry: { name, shape, dtype, offset, nbytes }, data });
     offset = alignUp(offset + nbytes);
   };
-  const pdtype = opts.f16 ? "f16" : "f32";
+  const pdtype = opts.dtype ?? "f32";
   for (const t of layout) add(t.name, t.shape, pdtype, c.params.subarray(t.offset, t.offset + t.size));
   if (withOpt) {
     for (const t of layout) add(M_PREFIX + t.name, t.shape, "f32", c.m!.subarray(t.offset, t.offset + t.size));
@@ -156,6 +180,10 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
     const at = dataStart + entry.offset;
     if (entry.dtype === "f32") {
       new Float32Array(out.buffer, at, data.length).set(data);
+      continue;
+    }
+    if (entry.dtype === "q8") {
+      quantizeQ8(data, entry.shape[entry.shape.length - 1], view, at);
       continue;
     }
     for (let i = 0; i < data.length; i++) {
@@ -333,7 +361,7 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
     const offset = int(get(e, "offset"));
     if (offset === null || offset % FMT.data_alignment !== 0) return fail("tensor_offset", { name });
     const count = shape.reduce((a, b) => a * b, 1);
-    const nbytes = count * FMT.dtypes[dt as Dtype];
+    const nbytes = storedBytes(dt as Dtype, shape);
     if (int(get(e, "nbytes")) !== nbytes) fail("tensor_nbytes", { name, nbytes });
     const start = dataStart + offset;
     if (start + nbytes > size) fail("tensor_beyond", { name, start, end: start + nbytes, size });
@@ -507,12 +535,17 @@ export function decodeCheckpoint(plan: Plan, body: Uint8Array, bodyOffset: numbe
   const total = layout.reduce((a, t) => a + t.size, 0);
   const arrays = Array.from({ length: plan.tensors.length / layout.length }, () => new Float32Array(total));
   plan.tensors.forEach((t, i) => {
-    const { offset } = layout[i % layout.length];
+    const { offset, shape } = layout[i % layout.length];
     const slice = arrays[Math.floor(i / layout.length)].subarray(offset, offset + t.count);
     const at = t.at - bodyOffset;
     // A byte copy reads f32 as little-endian, which every host that runs JavaScript is.
     if (t.dtype === "f32") new Uint8Array(slice.buffer, slice.byteOffset, slice.byteLength).set(body.subarray(at, at + 4 * t.count));
-    else for (let j = 0; j < t.count; j++) slice[j] = halfToFloat(view.getUint16(at + 2 * j, true));
+    else if (t.dtype === "f16") for (let j = 0; j < t.count; j++) slice[j] = halfToFloat(view.getUint16(at + 2 * j, true));
+    else {
+      const cols = shape[shape.length - 1];
+      const base = at + Q8.scale_bytes * cols;
+      for (let j = 0; j < t.count; j++) slice[j] = Math.fround(view.getInt8(base + j) * view.getFloat32(at + Q8.scale_bytes * (j % cols), true));
+    }
     checkFinite(t.name, slice, t.name.startsWith(V_PREFIX));
   });
   const [params, m, v] = arrays;

@@ -62,12 +62,42 @@ test("version 2 round trip keeps every tensor and field", () => {
 
 test("f16 weights round trip to within half precision, without optimizer state", () => {
   const ck = sample(false);
-  const file = writeCheckpoint(ck, { producer: "test", f16: true });
+  const file = writeCheckpoint(ck, { producer: "test", dtype: "f16" });
   assert.ok(file.length < writeCheckpoint(ck, { producer: "test" }).length);
   const back = readCheckpoint(file);
   assert.equal(back.dtype, "f16");
   assert.equal(back.m, undefined);
   ck.params.forEach((p, i) => assert.ok(Math.abs(back.params[i] - p) <= Math.abs(p) * 2 ** -11 + 2 ** -24, `param ${i}: ${back.params[i]} vs ${p}`));
+});
+
+test("q8 weights round trip to within half a step of their column's scale, and re-saving them changes nothing", () => {
+  const ck = sample(false);
+  const file = writeCheckpoint(ck, { producer: "test", dtype: "q8" });
+  assert.ok(file.length < writeCheckpoint(ck, { producer: "test", dtype: "f16" }).length);
+  const back = readCheckpoint(file);
+  assert.equal(back.dtype, "q8");
+  // The token embedding is the first tensor: [vocab, n_embd], a scale per embedding column.
+  const cols = MODEL.n_embd;
+  const rows = MODEL.vocab_size;
+  for (let c = 0; c < cols; c++) {
+    let max = 0;
+    for (let r = 0; r < rows; r++) max = Math.max(max, Math.abs(ck.params[r * cols + c]));
+    for (let r = 0; r < rows; r++) {
+      const i = r * cols + c;
+      assert.ok(Math.abs(back.params[i] - ck.params[i]) <= (0.5 * max) / 127 * (1 + 1e-6), `param ${i}: ${back.params[i]} vs ${ck.params[i]}`);
+    }
+  }
+  assert.deepEqual(readCheckpoint(writeCheckpoint({ ...back, provenance: {} }, { producer: "test", dtype: "q8" })).params, back.params);
+});
+
+const corpusFile = (name: string) => fixture(`checkpoints/${name}`);
+test("q8: the TypeScript writer quantizes exactly as the Python writer did", { skip: corpusFile("v2-q8.tinygpt") ? false : "tests/fixtures/checkpoints is missing" }, () => {
+  // The corpus's v2-f32 and v2-q8 hold the same weights, the second as Python's writer quantized them.
+  const exact = readCheckpoint(readFileSync(corpusFile("v2-f32.tinygpt")!));
+  const python = readCheckpoint(readFileSync(corpusFile("v2-q8.tinygpt")!));
+  const ours = readCheckpoint(writeCheckpoint(exact, { producer: "test", dtype: "q8" }));
+  assert.notDeepEqual(ours.params, exact.params);
+  assert.deepEqual(ours.params, python.params);
 });
 
 test("adam_step is kept beside the moments only when it differs from step", () => {
@@ -85,7 +115,7 @@ test("the writer refuses what a reader would refuse", () => {
   const big = ck.params.slice();
   big[5] = 70000; // fine in f32, beyond f16
   writeCheckpoint({ ...ck, params: big }, { producer: "test" });
-  refuses(() => writeCheckpoint({ ...ck, params: big }, { producer: "test", f16: true }), "non_finite");
+  refuses(() => writeCheckpoint({ ...ck, params: big }, { producer: "test", dtype: "f16" }), "non_finite");
   refuses(() => writeCheckpoint({ ...ck, v: ck.v!.map((x) => -x) }, { producer: "test" }), "negative_moment");
   refuses(() => writeCheckpoint({ ...ck, history: [{ step: 1, train: Infinity }] }, { producer: "test" }), "history_non_finite");
   refuses(() => writeCheckpoint({ ...ck, dataset: { name: "x".repeat(FACTS.format.max_header_bytes), bytes: 1, sha256: "ab".repeat(32) } }, { producer: "test" }), "header_too_long");
