@@ -42,7 +42,7 @@ def entry(tmp_path, name: str, data: bytes) -> dict:
         "file": f"{name}.tinygpt", "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest(),
         "training": {"steps": STEPS, "wall_time_s": None, "hardware": "a test", "date": "2026-12-06",
                      "levers": [], "command": "pytest"},
-        "train_loss": 5.5, "val_loss": 5.6,
+        "train_loss": 5.5, "val_loss": 5.6, "val_loss_unquantized": None,
         "sample": {"prompt": "ROMEO:", "temperature": 0, "top_k": 0, "top_p": 1, "seed": 1,
                    "tokens": len(text.encode()), "text": text},
     }
@@ -90,7 +90,37 @@ def test_good_models_are_copied_with_the_manifest(tmp_path, two):
 
 
 def test_the_repositorys_manifest_passes(tmp_path):
-    assert gallery.run(Context(root=REPO, out=tmp_path, cache=tmp_path / ".cache")).startswith("4 models")
+    manifest = json.loads((REPO / "gallery" / "manifest.json").read_text())
+    assert gallery.run(Context(root=REPO, out=tmp_path, cache=tmp_path / ".cache")).startswith(f"{len(manifest['models'])} models")
+
+
+def q8_model(tmp_path, val_loss, unquantized):
+    data = checkpoint.to_bytes(checkpoint.load(saved(3)), "q8")
+    return entry(tmp_path, "q", data) | {"dtype": "q8", "val_loss": val_loss, "val_loss_unquantized": unquantized}
+
+
+def test_a_q8_model_within_the_gate_of_its_unquantized_weights_passes(tmp_path, two):
+    build(tmp_path, two + [q8_model(tmp_path, 5.65, 5.6)])
+    assert (tmp_path / "out/gallery/q.tinygpt").read_bytes()[:4] == MAGIC
+
+
+@pytest.mark.parametrize("val_loss, unquantized, key", [(5.7, 5.6, "val_loss"), (5.5, 5.6, "val_loss"),
+                                                        (5.6, None, "val_loss_unquantized")])
+def test_a_q8_model_needs_its_unquantized_metric_and_the_gate(tmp_path, two, val_loss, unquantized, key):
+    e, text = error(tmp_path, two + [q8_model(tmp_path, val_loss, unquantized)])
+    assert e.where == key_line(text, key)
+
+
+def test_an_unquantized_model_records_no_unquantized_metric(tmp_path, two):
+    two[1]["val_loss_unquantized"] = 5.6
+    e, text = error(tmp_path, two)
+    assert e.where == key_line(text, "val_loss_unquantized")
+
+
+def test_the_whole_gallery_is_bounded(tmp_path, two, monkeypatch):
+    monkeypatch.setattr(gallery, "MAX_GALLERY_BYTES", two[0]["bytes"] + two[1]["bytes"] - 1)
+    e, text = error(tmp_path, two)
+    assert "add up to" in str(e) and e.where == at(text, '"models"')
 
 
 def test_every_field_is_documented_and_has_a_kind():

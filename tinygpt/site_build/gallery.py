@@ -12,7 +12,7 @@ content/docs/gallery.md. An entry, shortened:
      "file": "shakespeare-tiny.tinygpt", "bytes": 607168, "sha256": "...",
      "training": {"steps": 3000, "wall_time_s": null, "hardware": "...", "date": "2026-11-30",
                   "levers": [], "command": "..."},
-     "train_loss": 1.8738, "val_loss": 1.9286,
+     "train_loss": 1.8738, "val_loss": 1.9286, "val_loss_unquantized": null,
      "sample": {"prompt": "ROMEO:", "temperature": 0.8, "top_k": 40, "top_p": 1, "seed": 1,
                 "tokens": 200, "text": "..."}}
 
@@ -32,6 +32,11 @@ from tinygpt.facts import FACTS
 
 from . import corpora
 from .context import PAGES_FILE_LIMIT, PAGES_MAX_FILE_BYTES as MAX_FILE_BYTES, BuildError, Context, read_json
+
+
+Q8_GATE = FACTS["format"]["q8"]["gate"]
+# The whole gallery: what a visitor's cache may be asked to hold, with room for the site under Pages' limits.
+MAX_GALLERY_BYTES = 60_000_000
 
 
 def _number(v) -> bool:
@@ -87,8 +92,10 @@ FIELDS = [
     ("training.date", "date", "when"),
     ("training.levers", "levers", "the fast paths the run used; [] for the plain path"),
     ("training.command", "text", "the command line, environment included"),
-    ("train_loss", "number or null", "the training loss at the last step; null where unknown"),
+    ("train_loss", "number or null", "the training loss (one batch) at the step the file holds; null where unknown"),
     ("val_loss", "number", "the validation metric (`python -m tinygpt.validation`), which `tests/test_gallery_metric.py` recomputes"),
+    ("val_loss_unquantized", "number or null", "for a q8 file, the metric of the weights before quantization, which val_loss must be "
+     "within facts.json format.q8.gate of (1%); null for f32 and f16 files"),
     ("sample", "object", "a continuation the model wrote, which the card shows"),
     ("sample.prompt", "text", "what it continued; the app's prompt once the model is loaded"),
     ("sample.temperature", "number", "0 is greedy"),
@@ -181,9 +188,17 @@ def run(ctx: Context) -> str:
         path = ctx.root / "gallery" / m["file"]
         if not path.is_file():
             raise BuildError(f"models[{i}]: file {m['file']!r} is not in gallery/", where("models", i, "file"))
+        if (m["dtype"] == "q8") != (m["val_loss_unquantized"] is not None):
+            raise BuildError(f"models[{i}].val_loss_unquantized must be a number for a q8 file and null otherwise",
+                             where("models", i, "val_loss_unquantized"))
+        if m["dtype"] == "q8" and abs(m["val_loss"] / m["val_loss_unquantized"] - 1) > Q8_GATE:
+            raise BuildError(f"models[{i}]: q8 val_loss {m['val_loss']} is more than {Q8_GATE:.0%} from the unquantized "
+                             f"weights' {m['val_loss_unquantized']} (facts.json format.q8.gate)", where("models", i, "val_loss"))
         data = path.read_bytes()
         check_file(m, data, where, i)
         shutil.copyfile(path, out / m["file"])
-    shutil.copyfile(manifest_path, out / "manifest.json")
     total = sum(m["bytes"] for m in models)
+    if total > MAX_GALLERY_BYTES:
+        raise BuildError(f"the gallery's files add up to {total:,} bytes, over its {MAX_GALLERY_BYTES:,}", where("models"))
+    shutil.copyfile(manifest_path, out / "manifest.json")
     return f"{len(models)} models, {total / 2**20:.1f} MiB"
