@@ -277,27 +277,34 @@ def _check_tokens(config, idx, what):
         raise ValueError(f"{what} holds ids outside [0, {config.vocab_size})")
 
 
-def forward(config: GPTConfig, params: dict, idx: np.ndarray, targets: np.ndarray | None = None):
+def forward(config: GPTConfig, params: dict, idx: np.ndarray, targets: np.ndarray | None = None, lora=None):
     """Logits (B, T, V), the mean loss when targets are given (else None), and the
-    saved activations for `backward`."""
+    saved activations for `backward`. `lora` (a tinygpt.lora.Adapter) adds its
+    low-rank terms to the projections it has tensors for."""
     idx = np.asarray(idx)
     _check_tokens(config, idx, "idx")
-    acts = {"idx": idx, "blocks": []}
+    acts = {"idx": idx, "blocks": [], "lora": lora}
     x = encoder_forward(params["token_embedding.weight"], params["position_embedding.weight"], idx)
     for i in range(config.n_layer):
         p = lambda name: params[f"blocks.{i}.{name}"]  # noqa: E731
         a = {"x_in": x}
+
+        def linear(proj, inp):
+            y = linear_forward(inp, p(f"{proj}.weight"), p(f"{proj}.bias"))
+            if lora is not None and (pair := lora.pair(i, proj)) is not None:
+                a[f"{proj}.xa"] = inp.reshape(-1, inp.shape[-1]) @ pair[0]
+                y += lora.scale * (a[f"{proj}.xa"] @ pair[1]).reshape(y.shape)
+            return y
+
         a["ln1"], a["ln1_cache"] = layernorm_forward(x, p("ln1.weight"), p("ln1.bias"))
-        q = linear_forward(a["ln1"], p("attn.q_proj.weight"), p("attn.q_proj.bias"))
-        k = linear_forward(a["ln1"], p("attn.k_proj.weight"), p("attn.k_proj.bias"))
-        v = linear_forward(a["ln1"], p("attn.v_proj.weight"), p("attn.v_proj.bias"))
+        q, k, v = (linear(f"attn.{name}_proj", a["ln1"]) for name in "qkv")
         a["att_y"], a["att_cache"] = attention_forward(q, k, v, config.n_head)
-        x = x + linear_forward(a["att_y"], p("attn.o_proj.weight"), p("attn.o_proj.bias"))
+        x = x + linear("attn.o_proj", a["att_y"])
         a["x_mid"] = x
         a["ln2"], a["ln2_cache"] = layernorm_forward(x, p("ln2.weight"), p("ln2.bias"))
-        a["fc_in"] = linear_forward(a["ln2"], p("mlp.fc_in.weight"), p("mlp.fc_in.bias"))
+        a["fc_in"] = linear("mlp.fc_in", a["ln2"])
         a["gelu"], a["gelu_cdf"] = gelu_forward(a["fc_in"])
-        x = x + linear_forward(a["gelu"], p("mlp.fc_out.weight"), p("mlp.fc_out.bias"))
+        x = x + linear("mlp.fc_out", a["gelu"])
         acts["blocks"].append(a)
     acts["lnf"], acts["lnf_cache"] = layernorm_forward(x, params["ln_final.weight"], params["ln_final.bias"])
     logits = acts["lnf"] @ params["token_embedding.weight"].T
@@ -313,10 +320,12 @@ def forward(config: GPTConfig, params: dict, idx: np.ndarray, targets: np.ndarra
 
 
 def backward(config: GPTConfig, params: dict, acts: dict) -> dict[str, np.ndarray]:
-    """Gradients of the mean loss of the last `forward` (which needs targets)."""
+    """Gradients of the mean loss of the last `forward` (which needs targets): of every
+    parameter, and of the adapter's tensors when the forward had one."""
     if "probs" not in acts:
         raise ValueError("backward needs a forward pass that was given targets")
     grads = {}
+    lora = acts["lora"]
     wte = params["token_embedding.weight"]
     dlogits = crossentropy_backward(acts["probs"], acts["targets"])
     dwte_head = dlogits.reshape(-1, dlogits.shape[-1]).T @ acts["lnf"].reshape(-1, acts["lnf"].shape[-1])
@@ -326,26 +335,37 @@ def backward(config: GPTConfig, params: dict, acts: dict) -> dict[str, np.ndarra
         p = lambda name: params[f"blocks.{i}.{name}"]  # noqa: E731
         g = lambda name: f"blocks.{i}.{name}"  # noqa: E731
         a = acts["blocks"][i]
+
+        def linear(proj, dout, inp):
+            dinp, grads[g(f"{proj}.weight")], grads[g(f"{proj}.bias")] = linear_backward(dout, inp, p(f"{proj}.weight"))
+            if lora is not None and (pair := lora.pair(i, proj)) is not None:
+                # y += s (x A) B: dB = s (x A)^T dy, d(xA) = s dy B^T, dA = x^T d(xA), dx += d(xA) A^T
+                dout2 = dout.reshape(-1, dout.shape[-1])
+                dxa = lora.scale * (dout2 @ pair[1].T)
+                grads[g(f"{proj}.lora_b")] = lora.scale * (a[f"{proj}.xa"].T @ dout2)
+                grads[g(f"{proj}.lora_a")] = inp.reshape(-1, inp.shape[-1]).T @ dxa
+                dinp = dinp + (dxa @ pair[0].T).reshape(inp.shape)
+            return dinp
+
         # x_out = x_mid + fc_out(gelu(fc_in(ln2(x_mid))))
-        dgelu, grads[g("mlp.fc_out.weight")], grads[g("mlp.fc_out.bias")] = linear_backward(dx, a["gelu"], p("mlp.fc_out.weight"))
+        dgelu = linear("mlp.fc_out", dx, a["gelu"])
         dfc_in = gelu_backward(dgelu, a["fc_in"], a["gelu_cdf"])
-        dln2, grads[g("mlp.fc_in.weight")], grads[g("mlp.fc_in.bias")] = linear_backward(dfc_in, a["ln2"], p("mlp.fc_in.weight"))
+        dln2 = linear("mlp.fc_in", dfc_in, a["ln2"])
         dmid, grads[g("ln2.weight")], grads[g("ln2.bias")] = layernorm_backward(dln2, a["ln2_cache"], p("ln2.weight"))
         dx = dx + dmid
         # x_mid = x_in + o_proj(attention(q, k, v)), q/k/v = proj(ln1(x_in))
-        datt_y, grads[g("attn.o_proj.weight")], grads[g("attn.o_proj.bias")] = linear_backward(dx, a["att_y"], p("attn.o_proj.weight"))
+        datt_y = linear("attn.o_proj", dx, a["att_y"])
         dq, dk, dv = attention_backward(datt_y, a["att_cache"], config.n_head)
-        dln1 = np.zeros_like(a["ln1"])
-        for name, d in (("q", dq), ("k", dk), ("v", dv)):
-            dpart, grads[g(f"attn.{name}_proj.weight")], grads[g(f"attn.{name}_proj.bias")] = linear_backward(
-                d, a["ln1"], p(f"attn.{name}_proj.weight"))
-            dln1 += dpart
+        dln1 = sum(linear(f"attn.{name}_proj", d, a["ln1"]) for name, d in (("q", dq), ("k", dk), ("v", dv)))
         din, grads[g("ln1.weight")], grads[g("ln1.bias")] = layernorm_backward(dln1, a["ln1_cache"], p("ln1.weight"))
         dx = dx + din
     dwte, grads["position_embedding.weight"] = encoder_backward(
         dx, acts["idx"], wte.shape, params["position_embedding.weight"].shape)
     grads["token_embedding.weight"] = dwte + dwte_head
-    return {name: grads[name] for name, _, _ in tensor_specs(config)}
+    out = {name: grads[name] for name, _, _ in tensor_specs(config)}
+    if lora is not None:
+        out.update((name, grads[name]) for name in lora.tensors)
+    return out
 
 
 # ---------------------------------------------------------------------------
