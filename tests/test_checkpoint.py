@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tests.oracles import checkpoint_corpus as corpus
-from tinygpt import checkpoint, model
+from tinygpt import checkpoint, lora, model
 from tinygpt.checkpoint import CheckpointError
 from tinygpt.facts import FACTS
 from tinygpt.train import Trainer, TrainConfig
@@ -122,6 +122,24 @@ def test_q8_writer_refuses_non_finite_weights():
     with pytest.raises(CheckpointError) as e:
         checkpoint.to_bytes(ckpt, "q8")
     assert e.value.rule == "non_finite" and "ln_final.bias" in str(e.value)
+
+
+def test_an_adapter_round_trips_and_names_its_base_by_the_weights_it_reads():
+    base = checkpoint.load(corpus.DIR / "v2-f32.tinygpt")
+    adapter = lora.Adapter.init(base.config, lora.LoraConfig(rank=3, alpha=6.0, targets=("k", "fc_in")), seed=2)
+    info = {"rank": 3, "alpha": 6.0, "targets": ["k", "fc_in"], "base_sha256": checkpoint.weights_sha256(base)}
+    saved = checkpoint.Checkpoint(config=base.config, params=adapter.tensors, trainer={"step": 5, "config": corpus.TRAIN},
+                                  m=adapter.tensors, v={k: np.abs(t) for k, t in adapter.tensors.items()}, adapter=info)
+    back = checkpoint.load(checkpoint.to_bytes(saved))
+    assert back.adapter == info and back.config == base.config and back.trainer["step"] == 5
+    assert list(back.params) == [n for n, _ in lora.adapter_specs(base.config, adapter.lc)]
+    assert all(np.array_equal(back.params[n], t) and np.array_equal(back.m[n], t) for n, t in adapter.tensors.items())
+    with pytest.raises(ValueError, match="an adapter's weights are stored as f32, not q8"):
+        checkpoint.to_bytes(saved, "q8")
+    # The base is named by the values a reader decodes: the same weights stored as f16 are another base.
+    assert checkpoint.weights_sha256(checkpoint.load(checkpoint.to_bytes(base))) == info["base_sha256"]
+    assert checkpoint.weights_sha256(checkpoint.load(checkpoint.to_bytes(base, "q8"))) != info["base_sha256"]
+    assert checkpoint.summary(base)["params"] == info["base_sha256"]
 
 
 def test_legacy_weights_give_the_same_logits_and_resave_without_a_trainer():

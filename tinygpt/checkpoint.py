@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt import model
+from tinygpt import lora, model
 from tinygpt.facts import FACTS
 
 FORMAT = FACTS["format"]
@@ -60,6 +60,29 @@ class Checkpoint:
     provenance: dict = field(default_factory=dict)  # {"created", "producer", "commit"?, "corpus_sha256"?}
     version: int = FORMAT["version"]  # the version the file was read from
     dtype: str = "f32"  # how the weights are stored: what load() read, what to_bytes() writes unless told otherwise
+    # A LoRA adapter file: {"rank", "alpha", "targets", "base_sha256"}; params, m and v then hold the
+    # adapter's tensors (lora.adapter_specs) and config is its base's.
+    adapter: dict | None = None
+
+    def weight_specs(self) -> list[tuple[str, tuple[int, ...]]]:
+        return weight_specs(self.config, self.adapter)
+
+
+def weight_specs(config: model.GPTConfig, adapter: dict | None) -> list[tuple[str, tuple[int, ...]]]:
+    """(name, shape) of the weights a file holds, in canonical order: the model's, or an adapter's."""
+    if adapter is None:
+        return [(name, shape) for name, shape, _ in model.tensor_specs(config)]
+    return lora.adapter_specs(config, lora.LoraConfig(adapter["rank"], adapter["alpha"], tuple(adapter["targets"])))
+
+
+def weights_sha256(ckpt: Checkpoint, tensors: dict | None = None) -> str:
+    """The sha256 of a checkpoint's weights (or of `tensors` named as they are) as float32 little-endian
+    in canonical order: what an adapter's base_sha256 names its base by (facts.json format.adapter)."""
+    tensors = ckpt.params if tensors is None else tensors
+    h = hashlib.sha256()
+    for name, _ in ckpt.weight_specs():
+        h.update(np.ascontiguousarray(tensors[name], dtype="<f4").tobytes())
+    return h.hexdigest()
 
 
 def _align(n: int) -> int:
@@ -141,6 +164,8 @@ def to_bytes(ckpt: Checkpoint, dtype: str | None = None) -> bytes:
     dtype = dtype or ckpt.dtype
     if dtype not in NUMPY_DTYPES:
         raise ValueError(f"unknown weight dtype {dtype!r}; known: {sorted(NUMPY_DTYPES)}")
+    if ckpt.adapter is not None and dtype not in FORMAT["adapter"]["dtypes"]:
+        raise ValueError(f"an adapter's weights are stored as {' or '.join(FORMAT['adapter']['dtypes'])}, not {dtype}")
     if (ckpt.m is None) != (ckpt.v is None):
         raise ValueError("optimizer state needs both m and v")
     blobs, tensors, offset = [], [], 0
@@ -161,21 +186,22 @@ def to_bytes(ckpt: Checkpoint, dtype: str | None = None) -> bytes:
         blobs.append((offset, data))
         offset = _align(offset + len(data))
 
-    specs = model.tensor_specs(ckpt.config)
-    for name, shape, _ in specs:
+    specs = ckpt.weight_specs()
+    for name, shape in specs:
         if name not in ckpt.params:
             raise ValueError(f"missing parameter {name}")
         add(name, ckpt.params[name], shape, dtype)
     if ckpt.m is not None:
         for prefix, moments in ((M_PREFIX, ckpt.m), (V_PREFIX, ckpt.v)):
-            for name, shape, _ in specs:
+            for name, shape in specs:
                 add(prefix + name, moments[name], shape, "f32", prefix == V_PREFIX)
     for i, point in enumerate(ckpt.history):
         if not all(_number(point[k]) for k in ("train", "val") if point.get(k) is not None):
             raise CheckpointError("history_non_finite", index=i)
     header = {
         "format": "tinygpt", "version": FORMAT["version"], "config": ckpt.config.to_dict(),
-        "tokenizer": {"type": "bytes", "vocab_size": FACTS["vocab_size"]}, "tensors": tensors,
+        "tokenizer": {"type": "bytes", "vocab_size": FACTS["vocab_size"]},
+        **({} if ckpt.adapter is None else {"adapter": ckpt.adapter}), "tensors": tensors,
         # A trainer whose settings are unknown (a legacy import) cannot be resumed as such: saved as null.
         "trainer": ckpt.trainer if ckpt.trainer and ckpt.trainer.get("config") else None,
         "history": thin_history(ckpt.history), "dataset": ckpt.dataset,
@@ -219,6 +245,7 @@ class Plan:
     provenance: dict
     legacy_step_at: int | None = None  # version 1 keeps its step as an i32 in the data
     body_start: int = 0  # the first byte phase 2 needs
+    adapter: dict | None = None
 
 
 def header_length(preamble: bytes, size: int) -> int:
@@ -338,6 +365,44 @@ def _symbols(name: str, n_layer: int) -> list[str] | None:
     return _BLOCK.get(m[2]) if m and int(m[1]) < n_layer else None
 
 
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def _adapter(raw) -> dict | None:
+    """header.adapter checked, in the order of its error rules."""
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise CheckpointError("adapter_object")
+    rank = _int(raw.get("rank"), 1, lora.LORA["max_rank"])
+    if rank is None:
+        raise CheckpointError("adapter_rank", max=lora.LORA["max_rank"])
+    alpha = raw.get("alpha")
+    if not (_number(alpha) and alpha > 0):
+        raise CheckpointError("adapter_alpha")
+    targets = raw.get("targets")
+    if not (isinstance(targets, list) and targets and all(isinstance(t, str) and t in lora.PROJECTIONS for t in targets)
+            and len(set(targets)) == len(targets)):
+        raise CheckpointError("adapter_targets", names=", ".join(lora.PROJECTIONS))
+    base = raw.get("base_sha256")
+    if not (isinstance(base, str) and _HEX64.fullmatch(base)):
+        raise CheckpointError("adapter_base")
+    return {"rank": rank, "alpha": alpha, "targets": list(targets), "base_sha256": base}
+
+
+_LORA_PARTS = {f".{proj}.lora_{part}": (proj, part) for proj in lora.PROJECTIONS.values() for part in "ab"}
+
+
+def _adapter_shape(name: str, config: model.GPTConfig, adapter: dict) -> tuple[int, ...] | None:
+    """The shape of an adapter tensor name in this adapter (None: no such tensor), without listing the layers."""
+    m = _LAYER_AND_REST.fullmatch(name[len(_BLOCK_PREFIX):]) if name.startswith(_BLOCK_PREFIX) else None
+    found = _LORA_PARTS.get(m[2]) if m and int(m[1]) < config.n_layer else None
+    if found is None or found[0] not in (lora.PROJECTIONS[t] for t in adapter["targets"]):
+        return None
+    d_in, d_out = model.shape_of(_BLOCK[f".{found[0]}.weight"], config)
+    return (d_in, adapter["rank"]) if found[1] == "a" else (adapter["rank"], d_out)
+
+
 def _shape_is(raw, shape) -> bool:
     return isinstance(raw, list) and len(raw) == len(shape) and all(_int(a) == b for a, b in zip(raw, shape))
 
@@ -353,12 +418,14 @@ def _plan_v2(header: dict, header_end: int, size: int) -> Plan:
     if not (isinstance(tokenizer, dict) and tokenizer.get("type") == "bytes"
             and _int(tokenizer.get("vocab_size")) == FACTS["vocab_size"]):
         raise CheckpointError("tokenizer")
+    adapter = _adapter(header.get("adapter"))
     entries = header.get("tensors")
     if not isinstance(entries, list):
         raise CheckpointError("tensors_list")
-    weights = _weight_count(config)
+    weights = _weight_count(config) if adapter is None else 2 * config.n_layer * len(adapter["targets"])
     if len(entries) not in (weights, 3 * weights):
-        raise CheckpointError("tensor_count", weights=weights, all=3 * weights, count=len(entries))
+        raise CheckpointError("tensor_count" if adapter is None else "adapter_count", weights=weights, all=3 * weights,
+                              count=len(entries))
     moments = len(entries) == 3 * weights
     groups = ("", M_PREFIX, V_PREFIX) if moments else ("",)
 
@@ -369,13 +436,19 @@ def _plan_v2(header: dict, header_end: int, size: int) -> Plan:
             raise CheckpointError("tensor_object", index=i)
         name = e.get("name")
         group = next((g for g in groups[1:] if name.startswith(g)), "") if isinstance(name, str) else ""
-        symbols = _symbols(name[len(group):], config.n_layer) if isinstance(name, str) else None
-        if symbols is None:
+        if not isinstance(name, str):
+            shape = None
+        elif adapter is None:
+            symbols = _symbols(name[len(group):], config.n_layer)
+            shape = None if symbols is None else model.shape_of(symbols, config)
+        else:
+            shape = _adapter_shape(name[len(group):], config, adapter)
+        if shape is None:
             raise CheckpointError("tensor_name", index=i)
         if name in found:
             raise CheckpointError("tensor_twice", name=name)
-        shape = model.shape_of(symbols, config)
-        allowed = tuple(FORMAT["moment_dtypes"]) if group else tuple(FORMAT["dtypes"])
+        weight_dtypes = FORMAT["dtypes"] if adapter is None else FORMAT["adapter"]["dtypes"]
+        allowed = tuple(FORMAT["moment_dtypes"]) if group else tuple(weight_dtypes)
         if not _shape_is(e.get("shape"), shape):
             raise CheckpointError("tensor_shape", name=name, shape=list(shape))
         if e.get("dtype") not in allowed:
@@ -402,12 +475,12 @@ def _plan_v2(header: dict, header_end: int, size: int) -> Plan:
             raise CheckpointError("tensor_overlap", a=a, b=b)
 
     # Every entry is now known to hold real bytes of the file, so listing the layers costs what the file does.
-    names = [name for name, _, _ in model.tensor_specs(config)]
+    names = [name for name, _ in weight_specs(config, adapter)]
     return Plan(version=FORMAT["version"], config=config, dtype=dtype, tensors=[found[g + n] for g in groups for n in names],
                 moments=moments, trainer=_trainer(header.get("trainer"), moments),
                 history=_history(header.get("history"), "header.history", {"train": ["train"], "val": ["val"]}),
                 dataset=_dataset(header.get("dataset")), provenance=_provenance(header.get("provenance")),
-                body_start=data_start)
+                body_start=data_start, adapter=adapter)
 
 
 def _rule_text(rule: dict) -> str:
@@ -567,8 +640,8 @@ def decode(p: Plan, body, body_offset: int) -> Checkpoint:
         if step < 0:
             raise CheckpointError("legacy_step", step=step)
         trainer = {"step": step, "config": None}
-    names = [name for name, _, _ in model.tensor_specs(p.config)]
-    shapes = {name: shape for name, shape, _ in model.tensor_specs(p.config)}
+    shapes = dict(weight_specs(p.config, p.adapter))
+    names = list(shapes)
     arrays = {}
     for name, dtype, at, count in p.tensors:
         if dtype == "q8":
@@ -580,7 +653,7 @@ def decode(p: Plan, body, body_offset: int) -> Checkpoint:
     take = lambda prefix: {n: arrays[prefix + n].reshape(shapes[n]) for n in names}  # noqa: E731
     return Checkpoint(config=p.config, params=take(""), m=take(M_PREFIX) if p.moments else None,
                       v=take(V_PREFIX) if p.moments else None, trainer=trainer, history=p.history,
-                      dataset=p.dataset, provenance=p.provenance, version=p.version, dtype=p.dtype)
+                      dataset=p.dataset, provenance=p.provenance, version=p.version, dtype=p.dtype, adapter=p.adapter)
 
 
 def load(source) -> Checkpoint:
@@ -609,15 +682,11 @@ def load(source) -> Checkpoint:
 # stored again in another dtype (how the gallery's q8 files are made).
 
 def summary(ckpt: Checkpoint) -> dict:
-    def digest(tensors):
-        if tensors is None:
-            return None
-        flat = np.concatenate([tensors[name].ravel() for name, _, _ in model.tensor_specs(ckpt.config)])
-        return hashlib.sha256(flat.astype("<f4").tobytes()).hexdigest()
+    digest = lambda tensors: None if tensors is None else weights_sha256(ckpt, tensors)  # noqa: E731
     trainer = ckpt.trainer or {}
     return {"ok": True, "version": ckpt.version, "dtype": ckpt.dtype, "config": ckpt.config.to_dict(),
-            "step": trainer.get("step", 0), "adam_step": trainer.get("adam_step"), "train": trainer.get("config"),
-            "run": trainer.get("run"),
+            "adapter": ckpt.adapter, "step": trainer.get("step", 0), "adam_step": trainer.get("adam_step"),
+            "train": trainer.get("config"), "run": trainer.get("run"),
             "history": ckpt.history, "dataset": ckpt.dataset,
             "params": digest(ckpt.params), "m": digest(ckpt.m), "v": digest(ckpt.v)}
 

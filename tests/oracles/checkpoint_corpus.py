@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tinygpt import checkpoint, model
+from tinygpt import checkpoint, lora, model
 from tinygpt.facts import FACTS
 
 DIR = Path(__file__).resolve().parents[2] / "tests" / "fixtures" / "checkpoints"
@@ -41,10 +41,10 @@ PROVENANCE = {"created": "2026-12-01T00:00:00+00:00", "producer": "tinygpt corpu
 M, V = FORMAT["optimizer_prefixes"]["m"], FORMAT["optimizer_prefixes"]["v"]
 
 
-def tensors(kind: str) -> dict[str, np.ndarray]:
+def tensors(kind: str, specs=tuple((n, s) for n, s, _ in model.tensor_specs(CONFIG))) -> dict[str, np.ndarray]:
     """Deterministic float32 tensors: weights, Adam m, or Adam v (v is never negative)."""
     out, start = {}, {"w": 0, "m": 1, "v": 2}[kind]
-    for name, shape, _ in model.tensor_specs(CONFIG):
+    for name, shape in specs:
         i = np.arange(start, start + int(np.prod(shape)))
         a = ((i * 37) % 101 - 50) / 256 if kind != "v" else ((i * 13) % 29) / 256
         out[name] = a.astype(np.float32).reshape(shape)
@@ -53,13 +53,21 @@ def tensors(kind: str) -> dict[str, np.ndarray]:
 
 
 W, MOM, VAR = tensors("w"), tensors("m"), tensors("v")
+NAMES = [n for n, _, _ in model.tensor_specs(CONFIG)]
 
 
-def digest(ts: dict | None, dtype: str = "f4") -> str | None:
+def digest(ts: dict | None, dtype: str = "f4", names: list[str] = NAMES) -> str | None:
     if ts is None:
         return None
-    flat = np.concatenate([ts[n].ravel() for n, _, _ in model.tensor_specs(CONFIG)])
+    flat = np.concatenate([ts[n].ravel() for n in names])
     return hashlib.sha256(flat.astype(dtype).astype("<f4").tobytes()).hexdigest()
+
+
+# An adapter for W: rank 2 on q and fc_out (one square projection, one that narrows), its base named by W's hash.
+ADAPTER = {"rank": 2, "alpha": 3.0, "targets": ["q", "fc_out"], "base_sha256": digest(W)}
+ADAPTER_SPECS = lora.adapter_specs(CONFIG, lora.LoraConfig(2, 3.0, ("q", "fc_out")))
+ADAPTER_NAMES = [n for n, _ in ADAPTER_SPECS]
+A_W, A_MOM, A_VAR = (tensors(kind, ADAPTER_SPECS) for kind in "wmv")
 
 
 def as_q8(a: np.ndarray) -> np.ndarray:
@@ -75,10 +83,16 @@ def ok(*, version=2, dtype="f32", step=3, adam_step=None, train=TRAIN, run=None,
        moments=False) -> dict:
     """The summary a reader must print for a file with these contents."""
     params = {n: as_q8(a) for n, a in W.items()} if dtype == "q8" else W
-    return {"ok": True, "version": version, "dtype": dtype, "config": CONFIG.to_dict(), "step": step,
+    return {"ok": True, "version": version, "dtype": dtype, "config": CONFIG.to_dict(), "adapter": None, "step": step,
             "adam_step": adam_step, "train": train, "run": run, "history": history, "dataset": dataset,
             "params": digest(params, "f2" if dtype == "f16" else "f4"), "m": digest(MOM) if moments else None,
             "v": digest(VAR) if moments else None}
+
+
+def adapter_ok(moments=False) -> dict:
+    return {**ok(), "adapter": ADAPTER, "params": digest(A_W, names=ADAPTER_NAMES),
+            "m": digest(A_MOM, names=ADAPTER_NAMES) if moments else None,
+            "v": digest(A_VAR, names=ADAPTER_NAMES) if moments else None}
 
 
 def bad(rule: str, **fields) -> dict:
@@ -95,6 +109,13 @@ def v2(moments=False, dtype="f32", adam_step=None) -> bytes:
     ckpt = checkpoint.Checkpoint(config=CONFIG, params=W, m=MOM if moments else None, v=VAR if moments else None,
                                  trainer=trainer, history=HISTORY, dataset=DATASET, provenance=PROVENANCE)
     return checkpoint.to_bytes(ckpt, dtype)
+
+
+def adapter_file(moments=False) -> bytes:
+    ckpt = checkpoint.Checkpoint(config=CONFIG, params=A_W, m=A_MOM if moments else None, v=A_VAR if moments else None,
+                                 trainer={"step": 3, "config": TRAIN}, history=HISTORY, dataset=DATASET,
+                                 provenance=PROVENANCE, adapter=ADAPTER)
+    return checkpoint.to_bytes(ckpt)
 
 
 def split(buf: bytes) -> tuple[dict, bytes]:
@@ -377,6 +398,40 @@ def cases() -> dict[str, tuple[bytes, dict]]:
                          ("list", [])):
         c[f"dataset-{label}"] = edit(good, put(["dataset"], value)), bad("dataset")
     c["provenance-string"] = edit(good, put(["provenance"], "me")), bad("provenance")
+
+    # LoRA adapters: the base's config, the adapter's tensors.
+    adapter, adapter_full = adapter_file(), adapter_file(moments=True)
+    a_header = split(adapter)[0]
+    a_first, a_count = ADAPTER_NAMES[0], len(ADAPTER_NAMES)
+    names = ", ".join(lora.PROJECTIONS)
+    c["adapter"] = adapter, adapter_ok()
+    c["adapter-adam"] = adapter_full, adapter_ok(moments=True)
+    c["v2-adapter-null"] = edit(good, put(["adapter"], None)), ok()
+    c["adapter-not-object"] = edit(adapter, put(["adapter"], [1])), bad("adapter_object")
+    for label, value in (("zero", 0), ("65", FACTS["lora"]["max_rank"] + 1), ("half", 2.5), ("string", "2"), ("missing", DELETE)):
+        c[f"adapter-rank-{label}"] = edit(adapter, put(["adapter", "rank"], value)), \
+            bad("adapter_rank", max=FACTS["lora"]["max_rank"])
+    for label, value in (("zero", 0), ("negative", -1), ("string", "3"), ("true", True)):
+        c[f"adapter-alpha-{label}"] = edit(adapter, put(["adapter", "alpha"], value)), bad("adapter_alpha")
+    for label, value in (("empty", []), ("twice", ["q", "q"]), ("unknown", ["q", "gate"]), ("string", "q"),
+                         ("prototype", ["q", "toString"]), ("number", [1])):
+        c[f"adapter-targets-{label}"] = edit(adapter, put(["adapter", "targets"], value)), bad("adapter_targets", names=names)
+    for label, value in (("upper", ADAPTER["base_sha256"].upper()), ("short", "ab" * 31), ("missing", DELETE)):
+        c[f"adapter-base-{label}"] = edit(adapter, put(["adapter", "base_sha256"], value)), bad("adapter_base")
+    c["adapter-fewer-targets"] = edit(adapter, put(["adapter", "targets"], ["q"])), \
+        bad("adapter_count", weights=a_count // 2, all=3 * a_count // 2, count=a_count)
+    # With targets q and o, fc_out's tensors are not this adapter's, though they are a model's.
+    c["adapter-other-projection"] = edit(adapter, put(["adapter", "targets"], ["q", "o"])), bad("tensor_name", index=2)
+    c["adapter-base-tensor"] = edit(adapter, put(["tensors", 0, "name"], "blocks.0.attn.q_proj.weight")), \
+        bad("tensor_name", index=0)
+    c["adapter-layer-beyond"] = edit(adapter, put(["tensors", 1, "name"], "blocks.1.attn.q_proj.lora_b")), \
+        bad("tensor_name", index=1)
+    c["adapter-rank-shape"] = edit(adapter, put(["adapter", "rank"], 3)), \
+        bad("tensor_shape", name=a_first, shape=[CONFIG.n_embd, 3])
+    c["adapter-f16"] = edit(adapter, put(["tensors", 0, "dtype"], "f16")), bad("tensor_dtype", name=a_first, allowed="f32")
+    c["adapter-nan"] = poke(adapter, 3, 1, np.nan), bad("non_finite", name=a_header["tensors"][3]["name"])
+    c["model-with-adapter"] = edit(good, put(["adapter"], ADAPTER)), \
+        bad("adapter_count", weights=a_count, all=3 * a_count, count=n)
 
     # The data.
     c["weights-nan"] = poke(good, 5, 3, np.nan), bad("non_finite", name=header["tensors"][5]["name"])

@@ -26,6 +26,7 @@ export function summary(ck: ReadCheckpoint): Record<string, unknown> {
     version: ck.version,
     dtype: ck.dtype,
     config: ck.model,
+    adapter: ck.adapter ?? null,
     step: ck.step,
     adam_step: ck.adamStep ?? null,
     train: ck.train,

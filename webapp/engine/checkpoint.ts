@@ -12,6 +12,7 @@
 import type { DatasetInfo, HistoryPoint, ModelConfig, RunRecord, TrainConfig } from "./types";
 import { FACTS, paramCount, shapeOf, tensorLayout } from "./model";
 import { floatToHalf, halfToFloat } from "./f16";
+import { type AdapterInfo, LORA, PROJECTIONS, type Projection, adapterLayout, projectionShape } from "./lora";
 
 const FMT = FACTS.format;
 export type Dtype = keyof typeof FMT.dtypes;
@@ -58,7 +59,12 @@ export interface Checkpoint {
   history: HistoryPoint[];
   dataset: DatasetInfo | null;
   provenance: Record<string, unknown>;
+  /** A LoRA adapter file: its settings; params, m and v then hold the adapter's tensors (adapterLayout) and model is its base's. */
+  adapter?: AdapterInfo | null;
 }
+
+/** The weights a file holds, in canonical order: the model's, or an adapter's. */
+const weightLayout = (model: ModelConfig, adapter?: AdapterInfo | null) => (adapter ? adapterLayout(model, adapter) : tensorLayout(model));
 
 /** A checkpoint as read from a file: also the version it was read from and how its weights were stored. */
 export interface ReadCheckpoint extends Checkpoint {
@@ -131,7 +137,7 @@ function checkFinite(name: string, a: Float32Array, secondMoment: boolean): void
  * the format's limits. The history is thinned to max_history_points.
  */
 export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
-  const layout = tensorLayout(c.model);
+  const layout = weightLayout(c.model, c.adapter);
   const withOpt = c.m !== undefined && c.v !== undefined;
   const parts: Part[] = [];
   let offset = 0;
@@ -142,6 +148,7 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
     offset = alignUp(offset + nbytes);
   };
   const pdtype = opts.dtype ?? "f32";
+  if (c.adapter && !FMT.adapter.dtypes.includes(pdtype)) throw new Error(`an adapter's weights are stored as ${FMT.adapter.dtypes.join(" or ")}, not ${pdtype}`);
   for (const t of layout) add(t.name, t.shape, pdtype, c.params.subarray(t.offset, t.offset + t.size));
   if (withOpt) {
     for (const t of layout) add(M_PREFIX + t.name, t.shape, "f32", c.m!.subarray(t.offset, t.offset + t.size));
@@ -158,6 +165,7 @@ export function writeCheckpoint(c: Checkpoint, opts: WriteOptions): Uint8Array {
     version: FMT.version,
     config: Object.fromEntries(FMT.config_keys.map((k) => [k, c.model[k as keyof ModelConfig]])),
     tokenizer: { type: "bytes", vocab_size: c.model.vocab_size },
+    ...(c.adapter ? { adapter: c.adapter } : {}),
     tensors: parts.map((p) => p.entry),
     trainer: c.train ? { step: c.step, ...(withOpt && c.adamStep !== undefined && c.adamStep !== c.step ? { adam_step: c.adamStep } : {}), config: c.train, ...(c.run ? { run: c.run } : {}) } : null,
     history: thinHistory(c.history).map((h) => (h.val === undefined ? { step: h.step, train: h.train } : { step: h.step, train: h.train, val: h.val })),
@@ -321,6 +329,34 @@ function symbolsOf(name: string, nLayer: number): string[] | undefined {
   const m = name.startsWith(BLOCK_PREFIX) ? LAYER_AND_REST.exec(name.slice(BLOCK_PREFIX.length)) : null;
   return m && Number(m[1]) < nLayer ? BLOCK.get(m[2]) : undefined;
 }
+/** header.adapter checked, in the order of its error rules (as tinygpt/checkpoint.py _adapter). */
+function adapterFrom(raw: unknown): AdapterInfo | null {
+  if (raw === null || raw === undefined) return null;
+  if (!isObject(raw)) return fail("adapter_object");
+  const rank = int(get(raw, "rank"), 1, LORA.max_rank) ?? fail("adapter_rank", { max: LORA.max_rank });
+  const alpha = get(raw, "alpha");
+  if (!(isNumber(alpha) && alpha > 0)) fail("adapter_alpha");
+  const targets = get(raw, "targets");
+  const known = (t: unknown): t is Projection => typeof t === "string" && Object.hasOwn(LORA.projections, t);
+  if (!(Array.isArray(targets) && targets.length > 0 && targets.every(known) && new Set(targets).size === targets.length)) {
+    fail("adapter_targets", { names: PROJECTIONS.join(", ") });
+  }
+  const base = get(raw, "base_sha256");
+  if (!(typeof base === "string" && /^[0-9a-f]{64}$/.test(base))) fail("adapter_base");
+  return { rank, alpha: alpha as number, targets: targets as Projection[], base_sha256: base as string };
+}
+
+const LORA_PARTS = new Map(Object.values(LORA.projections).flatMap((p) => ["a", "b"].map((part) => [`.${p}.lora_${part}`, { projection: p, part }])));
+
+/** The shape of an adapter tensor name in this adapter (undefined: no such tensor), without listing the layers. */
+function adapterShape(name: string, model: ModelConfig, adapter: AdapterInfo): number[] | undefined {
+  const m = name.startsWith(BLOCK_PREFIX) ? LAYER_AND_REST.exec(name.slice(BLOCK_PREFIX.length)) : null;
+  const found = m && Number(m[1]) < model.n_layer ? LORA_PARTS.get(m[2]) : undefined;
+  if (!found || !adapter.targets.some((t) => LORA.projections[t] === found.projection)) return undefined;
+  const [dIn, dOut] = projectionShape(model, found.projection);
+  return found.part === "a" ? [dIn, adapter.rank] : [adapter.rank, dOut];
+}
+
 const shapeIs = (raw: unknown, shape: number[]) => Array.isArray(raw) && raw.length === shape.length && raw.every((d, i) => int(d) === shape[i]);
 const shapeText = (shape: number[]) => `[${shape.join(", ")}]`;
 
@@ -331,10 +367,13 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
   const model = modelFrom(cfg, "header.config", Object.fromEntries(FMT.config_keys.map((k) => [k, k])));
   const tok = get(h, "tokenizer");
   if (!(isObject(tok) && get(tok, "type") === "bytes" && int(get(tok, "vocab_size")) === FACTS.vocab_size)) fail("tokenizer");
+  const adapter = adapterFrom(get(h, "adapter"));
   const entries = get(h, "tensors");
   if (!Array.isArray(entries)) return fail("tensors_list");
-  const weights = weightCount(model);
-  if (entries.length !== weights && entries.length !== 3 * weights) fail("tensor_count", { weights, all: 3 * weights, count: entries.length });
+  const weights = adapter ? 2 * model.n_layer * adapter.targets.length : weightCount(model);
+  if (entries.length !== weights && entries.length !== 3 * weights) {
+    fail(adapter ? "adapter_count" : "tensor_count", { weights, all: 3 * weights, count: entries.length });
+  }
   const moments = entries.length === 3 * weights;
   const groups = moments ? ["", M_PREFIX, V_PREFIX] : [""];
 
@@ -346,11 +385,15 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
     if (!isObject(e)) return fail("tensor_object", { index });
     const name = get(e, "name");
     const group = typeof name === "string" ? (groups.slice(1).find((g) => name.startsWith(g)) ?? "") : "";
-    const symbols = typeof name === "string" ? symbolsOf(name.slice(group.length), model.n_layer) : undefined;
-    if (typeof name !== "string" || !symbols) return fail("tensor_name", { index });
+    let shape: number[] | undefined;
+    if (typeof name === "string" && adapter) shape = adapterShape(name.slice(group.length), model, adapter);
+    else if (typeof name === "string") {
+      const symbols = symbolsOf(name.slice(group.length), model.n_layer);
+      shape = symbols && shapeOf(symbols, model);
+    }
+    if (typeof name !== "string" || !shape) return fail("tensor_name", { index });
     if (found.has(name)) fail("tensor_twice", { name });
-    const shape = shapeOf(symbols, model);
-    const allowed: string[] = group ? FMT.moment_dtypes : Object.keys(FMT.dtypes);
+    const allowed: string[] = group ? FMT.moment_dtypes : adapter ? FMT.adapter.dtypes : Object.keys(FMT.dtypes);
     if (!shapeIs(get(e, "shape"), shape)) fail("tensor_shape", { name, shape: shapeText(shape) });
     const dt = get(e, "dtype");
     if (typeof dt !== "string" || !allowed.includes(dt)) fail("tensor_dtype", { name, allowed: allowed.join(" or ") });
@@ -373,10 +416,11 @@ function planV2(h: Json, headerEnd: number, size: number): Plan {
 
   const { step, adamStep, train, run } = trainerFrom(get(h, "trainer"), moments);
   // Every entry is now known to hold real bytes of the file, so listing the layers costs what the file does.
-  const layout = tensorLayout(model);
+  const layout = weightLayout(model, adapter);
   return {
     version: FMT.version,
     model,
+    adapter,
     dtype: dtype!,
     tensors: groups.flatMap((prefix) => layout.map((t) => found.get(prefix + t.name)!)),
     moments,
@@ -531,7 +575,7 @@ export function decodeCheckpoint(plan: Plan, body: Uint8Array, bodyOffset: numbe
     step = view.getInt32(plan.legacyStepAt - bodyOffset, true);
     if (step < 0) fail("legacy_step", { step });
   }
-  const layout = tensorLayout(plan.model);
+  const layout = weightLayout(plan.model, plan.adapter);
   const total = layout.reduce((a, t) => a + t.size, 0);
   const arrays = Array.from({ length: plan.tensors.length / layout.length }, () => new Float32Array(total));
   plan.tensors.forEach((t, i) => {

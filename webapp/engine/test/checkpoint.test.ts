@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { isDeepStrictEqual } from "node:util";
 import { CheckpointError, type Checkpoint, readCheckpoint, writeCheckpoint } from "../checkpoint";
+import { adapterLayout } from "../lora";
 import { FACTS, paramCount } from "../model";
 import { Rng } from "../rng";
 import type { ModelConfig } from "../types";
@@ -98,6 +99,16 @@ test("q8: the TypeScript writer quantizes exactly as the Python writer did", { s
   const ours = readCheckpoint(writeCheckpoint(exact, { producer: "test", dtype: "q8" }));
   assert.notDeepEqual(ours.params, exact.params);
   assert.deepEqual(ours.params, python.params);
+});
+
+test("an adapter round trips with its settings, and the writer keeps it f32", { skip: corpusFile("adapter.tinygpt") ? false : "tests/fixtures/checkpoints is missing" }, () => {
+  const python = readCheckpoint(readFileSync(corpusFile("adapter-adam.tinygpt")!));
+  assert.equal(python.adapter?.rank, 2);
+  assert.deepEqual(python.params.length, adapterLayout(python.model, python.adapter!).reduce((n, t) => n + t.size, 0));
+  const back = readCheckpoint(writeCheckpoint(python, { producer: "test" }));
+  assert.deepEqual(back.adapter, python.adapter);
+  assert.deepEqual([back.params, back.m, back.v], [python.params, python.m, python.v]);
+  assert.throws(() => writeCheckpoint(python, { producer: "test", dtype: "f16" }), /an adapter's weights are stored as f32, not f16/);
 });
 
 test("adam_step is kept beside the moments only when it differs from step", () => {
