@@ -82,12 +82,17 @@ def test_optimizer_state_round_trips(tmp_path):
         np.testing.assert_array_equal(ckpt.v[name], trainer.v[name])
 
 
-def test_f16_weights_round_to_half_precision_and_moments_stay_f32():
-    trainer = trained()
-    buf = v2_bytes(optimizer=True, dtype="f16")
+def written(dtype: str):
+    """A trained model saved with Adam state and its weights as dtype: the trainer, the bytes, what the
+    reader makes of them, and their header."""
+    trainer, buf = trained(), v2_bytes(optimizer=True, dtype=dtype)
     ckpt = checkpoint.load(buf)
-    assert ckpt.dtype == "f16"
-    header, _ = corpus.split(buf)
+    assert ckpt.dtype == dtype
+    return trainer, buf, ckpt, corpus.split(buf)[0]
+
+
+def test_f16_weights_round_to_half_precision_and_moments_stay_f32():
+    trainer, buf, ckpt, header = written("f16")
     assert {t["dtype"] for t in header["tensors"] if not t["name"].startswith("opt.")} == {"f16"}
     assert {t["dtype"] for t in header["tensors"] if t["name"].startswith("opt.")} == {"f32"}
     for name, p in trainer.params.items():
@@ -97,11 +102,7 @@ def test_f16_weights_round_to_half_precision_and_moments_stay_f32():
 
 
 def test_q8_weights_are_within_half_a_step_of_their_column_and_stable_when_saved_again():
-    trainer = trained()
-    buf = v2_bytes(optimizer=True, dtype="q8")
-    ckpt = checkpoint.load(buf)
-    assert ckpt.dtype == "q8"
-    header, _ = corpus.split(buf)
+    trainer, buf, ckpt, header = written("q8")
     entries = {t["name"]: t for t in header["tensors"]}
     for name, p in trainer.params.items():
         cols = p.shape[-1]
