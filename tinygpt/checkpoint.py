@@ -72,7 +72,7 @@ def weight_specs(config: model.GPTConfig, adapter: dict | None) -> list[tuple[st
     """(name, shape) of the weights a file holds, in canonical order: the model's, or an adapter's."""
     if adapter is None:
         return [(name, shape) for name, shape, _ in model.tensor_specs(config)]
-    return lora.adapter_specs(config, lora.LoraConfig(adapter["rank"], adapter["alpha"], tuple(adapter["targets"])))
+    return lora.adapter_specs(config, lora.LoraConfig.from_header(adapter))
 
 
 def weights_sha256(ckpt: Checkpoint, tensors: dict | None = None) -> str:
@@ -399,8 +399,7 @@ def _adapter_shape(name: str, config: model.GPTConfig, adapter: dict) -> tuple[i
     found = _LORA_PARTS.get(m[2]) if m and int(m[1]) < config.n_layer else None
     if found is None or found[0] not in (lora.PROJECTIONS[t] for t in adapter["targets"]):
         return None
-    d_in, d_out = model.shape_of(_BLOCK[f".{found[0]}.weight"], config)
-    return (d_in, adapter["rank"]) if found[1] == "a" else (adapter["rank"], d_out)
+    return lora.part_shape(config, *found, adapter["rank"])
 
 
 def _shape_is(raw, shape) -> bool:

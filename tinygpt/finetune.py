@@ -19,27 +19,21 @@ from tinygpt.facts import FACTS
 from tinygpt.train import TrainConfig, evaluate, get_batch, load_corpus, split
 
 
-class AdapterMismatch(ValueError):
-    pass
-
-
 def adapter_of(base: Checkpoint, ckpt: Checkpoint, base_name: str = "the base", name: str = "the adapter") -> lora.Adapter:
     """The adapter `ckpt` holds, once it is known to be one and to belong to `base`."""
     if ckpt.adapter is None:
-        raise AdapterMismatch(f"{name} is a model, not a LoRA adapter")
+        raise ValueError(f"{name} is a model, not a LoRA adapter")
     got, want = checkpoint.weights_sha256(base), ckpt.adapter["base_sha256"]
     if got != want:
-        raise AdapterMismatch(f"{name} belongs to the model whose weights hash to {want[:16]}…, "
+        raise ValueError(f"{name} belongs to the model whose weights hash to {want[:16]}…, "
                               f"but {base_name}'s hash to {got[:16]}…")
-    lc = lora.LoraConfig(ckpt.adapter["rank"], ckpt.adapter["alpha"], tuple(ckpt.adapter["targets"]))
-    return lora.Adapter(lc, {n: ckpt.params[n].copy() for n in ckpt.params})
+    return lora.Adapter(lora.LoraConfig.from_header(ckpt.adapter), {n: ckpt.params[n].copy() for n in ckpt.params})
 
 
 def adapter_file(base: Checkpoint, trainer: lora.LoraTrainer, history: list[dict], dataset: dict | None,
                  include_optimizer: bool = True) -> Checkpoint:
-    lc = trainer.adapter.lc
-    info = {"rank": lc.rank, "alpha": lc.alpha, "targets": list(lc.targets), "base_sha256": checkpoint.weights_sha256(base)}
-    return Checkpoint(config=base.config, params=trainer.adapter.tensors, adapter=info,
+    return Checkpoint(config=base.config, params=trainer.adapter.tensors,
+                      adapter=trainer.adapter.lc.header(checkpoint.weights_sha256(base)),
                       m=trainer.m if include_optimizer else None, v=trainer.v if include_optimizer else None,
                       trainer={"step": trainer.step, "config": trainer.tc.to_dict()}, history=history, dataset=dataset,
                       provenance={"producer": checkpoint.PRODUCER, **({"corpus_sha256": dataset["sha256"]} if dataset else {})})

@@ -42,17 +42,29 @@ class LoraConfig:
     def scale(self) -> float:
         return self.alpha / self.rank
 
+    @classmethod
+    def from_header(cls, adapter: dict) -> "LoraConfig":
+        """The settings an adapter file's header.adapter records."""
+        return cls(adapter["rank"], adapter["alpha"], tuple(adapter["targets"]))
+
+    def header(self, base_sha256: str) -> dict:
+        """header.adapter for these settings on the base whose weights hash to base_sha256."""
+        return {"rank": self.rank, "alpha": self.alpha, "targets": list(self.targets), "base_sha256": base_sha256}
+
+
+_BLOCK_SHAPES = {t["name"]: t["shape"] for t in FACTS["tensors"]["block"]}
+
+
+def part_shape(config: model.GPTConfig, projection: str, part: str, rank: int) -> tuple[int, int]:
+    """The shape of an adapter's A ("a": [in, rank]) or B ("b": [rank, out]) on a projection (attn.q_proj, ...)."""
+    d_in, d_out = model.shape_of(_BLOCK_SHAPES[f"blocks.{{i}}.{projection}.weight"], config)
+    return (d_in, rank) if part == "a" else (rank, d_out)
+
 
 def adapter_specs(config: model.GPTConfig, lc: LoraConfig) -> list[tuple[str, tuple[int, int]]]:
     """(name, shape) of every adapter tensor, in the file's order (facts.json lora._doc)."""
-    dims = {name: shape for name, shape, _ in model.tensor_specs(config)}
-    specs = []
-    for i in range(config.n_layer):
-        for target in (t for t in PROJECTIONS if t in lc.targets):
-            d_in, d_out = dims[f"blocks.{i}.{PROJECTIONS[target]}.weight"]
-            specs += [(f"blocks.{i}.{PROJECTIONS[target]}.lora_a", (d_in, lc.rank)),
-                      (f"blocks.{i}.{PROJECTIONS[target]}.lora_b", (lc.rank, d_out))]
-    return specs
+    return [(f"blocks.{i}.{PROJECTIONS[target]}.lora_{part}", part_shape(config, PROJECTIONS[target], part, lc.rank))
+            for i in range(config.n_layer) for target in PROJECTIONS if target in lc.targets for part in "ab"]
 
 
 @dataclass
