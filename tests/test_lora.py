@@ -1,5 +1,7 @@
 """LoRA in the numpy reference: adapter gradients against finite differences, a new
-adapter changes nothing, merging equals applying, and training moves only the adapter."""
+adapter changes nothing, merging equals applying, training moves only the adapter, and the
+golden LoRA fixture the engines replay (tests/fixtures/golden_lora_tiny.json) is what its command makes."""
+import json
 from pathlib import Path
 
 import numpy as np
@@ -8,6 +10,8 @@ import pytest
 from tinygpt import checkpoint, lora, model
 from tinygpt.facts import FACTS
 from tinygpt.train import TrainConfig
+from tests.oracles import golden, golden_lora
+from tests.test_golden import assert_same, floats
 from tests.test_model import random_params
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,3 +114,20 @@ def test_a_huge_adapter_at_the_default_rank_on_q_and_v_is_small():
 def test_bad_settings_are_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         lora.LoraConfig(**kwargs)
+
+
+def test_the_golden_lora_fixture_is_what_its_command_generates_and_sane():
+    committed = json.loads(golden_lora.PATH.read_text())
+    assert_same(committed, json.loads(golden.dumps(golden_lora.generate())), "golden_lora")
+    assert golden_lora.PATH.stat().st_size < 300_000
+    config = golden.CONFIG
+    assert floats(committed["base_params"]).size == model.param_count(config)
+    specs = lora.adapter_specs(config, lora.LoraConfig.from_header({**committed["lora"], "base_sha256": ""}))
+    assert [(t["name"], tuple(t["shape"])) for t in committed["tensors"]] == specs
+    assert floats(committed["init_adapter"]).size == sum(t["size"] for t in committed["tensors"])
+    steps = committed["steps"]
+    assert len(steps) == len(json.loads(golden.PATH.read_text())["steps"])
+    # float32 tracks float64, the adapter learns the batch it is judged on, and greedy choices are far from ties.
+    assert all(abs(s["loss_f32"] - s["loss_f64"]) < 1e-5 * s["loss_f64"] for s in steps)
+    assert committed["final"]["loss_f32"] < steps[0]["loss_f32"] - 0.02
+    assert committed["sample"]["min_margin"] > 1e-3

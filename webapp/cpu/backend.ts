@@ -24,12 +24,22 @@
 // made from the parameters by packInt8 before the first such decode after they changed): each
 // input row is quantized once (quantize_rows) and each product summed exactly in i32
 // (matvec_i8), a quarter of the bytes. Prefill stays f32, as on the GPU.
+//
+// Made with a lora option, the backend fine-tunes: the parameters are a frozen base with no
+// gradients or moments in memory, and an adapted projection adds u B to its output, where
+// u = x (s A) is kept for the backward (s = alpha / rank). Its backward computes no base
+// gradient: per adapted projection, e = dout (s B)^T, dx += e A^T, dA = x^T e and dB = u^T dout,
+// the last two over every row, so after the next barrier. The adapter's rank is padded to a
+// multiple of 4 for SIMD with zero columns of A and rows of B, whose gradients and updates stay
+// exactly zero; the scaled and transposed copies the products read are made on the host after
+// each update (an adapter is small).
 
 import facts from "../../tinygpt/facts.json";
 import { checkModelConfig, tensorLayout, type TensorInfo } from "../engine/model";
 import { checkInterrupt } from "../engine/interrupt";
 import { int8Layout, packInt8 } from "../engine/quantize";
-import type { Backend, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../engine/types";
+import { adapterLayout, loraScale, type LoraSettings, type Projection } from "../engine/lora";
+import type { AdapterSlot, Backend, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../engine/types";
 import { ID as RELAXED_SIMD, gatedRelaxed } from "../levers/relaxed-simd/lever";
 import { workerUrl } from "../trusted";
 import { CONTROL_BYTES, singleThread, threadPool, type Call, type KernelName, type Kernels, type Pool, type WorkerLike } from "./threads";
@@ -60,6 +70,8 @@ export interface CpuBackendOptions {
    * anything they change (a step's optimizer update runs whole or not at all).
    */
   interrupt?: Int32Array;
+  /** Fine-tune an adapter with these settings on a frozen base (Backend.adapter). */
+  lora?: LoraSettings;
 }
 
 /** A Backend on WebAssembly, saying which paths it runs on. */
@@ -99,6 +111,8 @@ class Arena {
 }
 
 interface LayerActs {
+  /** u = x (s A) of each adapted projection, [rows, padded rank]. */
+  u: Map<Projection, number>;
   res: number; ln1: number; ln1Mean: number; ln1Rstd: number; q: number; k: number; v: number; att: number;
   y: number; mid: number; ln2: number; ln2Mean: number; ln2Rstd: number; h: number; g: number;
 }
@@ -113,14 +127,42 @@ interface Acts {
   dln1: number; dln2: number; dy: number; dq: number; dk: number; dv: number; dh: number;
   /** Transposed copies of g and dlogits, for weight gradients whose K exceeds M. */
   gT: number; logitsT: number;
+  /** e = dout (s B)^T of each adapted projection, [rows, padded rank]: one layer's, until the next barrier but one. */
+  e: Map<Projection, number>;
 }
 
+/** An adapted projection: where its adapter's tensors lie in the padded flat arrays (floats), and its sizes. */
+interface Site {
+  a: number; b: number; K: number; M: number;
+  /** The tensors' places in adapterLayout's unpadded flat order. */
+  flatA: number; flatB: number;
+}
+
+/** The adapter's tensors with the rank padded to `rank` (a multiple of 4), by layer and projection. */
+function adapterPlan(m: ModelConfig, s: LoraSettings) {
+  const rank = Math.ceil(s.rank / 4) * 4;
+  const sites = Array.from({ length: m.n_layer }, () => new Map<Projection, Site>());
+  const layout = adapterLayout(m, s);
+  let floats = 0;
+  for (let j = 0; j < layout.length; j += 2) {
+    const [a, b] = [layout[j], layout[j + 1]];
+    const K = a.shape[0], M = b.shape[1];
+    sites[a.layer].set(a.target, { a: floats, b: floats + K * rank, K, M, flatA: a.offset, flatB: b.offset });
+    floats += (K + M) * rank;
+  }
+  return { rank, sites, floats, flatFloats: layout.reduce((n, t) => n + t.size, 0) };
+}
+type AdapterPlan = ReturnType<typeof adapterPlan>;
+
+
 /** Activation buffers for `seqs` sequences of block_size tokens, allocated from `arena`. */
-function layoutActs(m: ModelConfig, seqs: number, arena: Arena): Acts {
+function layoutActs(m: ModelConfig, seqs: number, arena: Arena, adapter: AdapterPlan | null): Acts {
   const T = m.block_size, Tp = Math.ceil(T / 4) * 4;
   const N = seqs * T, C = m.n_embd, F = 4 * C, H = m.n_head, D = C / H;
   const t = (n: number) => arena.take(n);
-  const layers = Array.from({ length: m.n_layer }, () => ({
+  const perSite = (layer: number) => new Map([...(adapter?.sites[layer] ?? [])].map(([target]) => [target, t(N * adapter!.rank)]));
+  const layers = Array.from({ length: m.n_layer }, (_, i) => ({
+    u: perSite(i),
     res: t(N * C), ln1: t(N * C), ln1Mean: t(N), ln1Rstd: t(N), q: t(N * C), k: t(N * C), v: t(N * C),
     att: t(seqs * H * T * Tp), y: t(N * C), mid: t(N * C), ln2: t(N * C),
     ln2Mean: t(N), ln2Rstd: t(N), h: t(N * F), g: t(N * F),
@@ -129,7 +171,8 @@ function layoutActs(m: ModelConfig, seqs: number, arena: Arena): Acts {
     seqs, layers, res: t(N * C), lnf: t(N * C), lnfMean: t(N), lnfRstd: t(N), logits: t(N * m.vocab_size),
     losses: t(N), tokens: t(N), targets: t(N), attScratch: t(seqs * H * (D + 4) * Tp),
     dres: [t(N * C), t(N * C)], dln1: t(N * C), dln2: t(N * C), dy: t(N * C), dq: t(N * C), dk: t(N * C), dv: t(N * C),
-    dh: t(N * F), gT: F > C ? t(N * F) : 0, logitsT: m.vocab_size > C ? t(N * m.vocab_size) : 0,
+    dh: t(N * F), gT: F > C && !adapter ? t(N * F) : 0, logitsT: m.vocab_size > C && !adapter ? t(N * m.vocab_size) : 0,
+    e: perSite(0),
   };
 }
 
@@ -166,42 +209,48 @@ export async function createCpuBackend(model: ModelConfig, opts: CpuBackendOptio
 }
 
 /** Where everything but the activations lives in the linear memory, and how many sequences a micro-batch holds. */
-function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEFAULT_ACTIVATION_BUDGET) {
+function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEFAULT_ACTIVATION_BUDGET, lora?: LoraSettings) {
   const C = model.n_embd, F = 4 * C, T = model.block_size;
   const layout = tensorLayout(model);
   const P = layout.reduce((a, t) => a + t.size, 0);
   const fixed = new Arena(Math.ceil(heapBase / 64) * 64);
   const control = fixed.take(CONTROL_BYTES / 4);
-  const params = fixed.take(P), grads = fixed.take(P), mom1 = fixed.take(P), mom2 = fixed.take(P);
+  const adapter = lora ? adapterPlan(model, lora) : null;
+  // A frozen base has no gradients or moments: the adapter has its own, and copies of its
+  // tensors scaled (s A) and transposed (A^T, and (s B)^T at B's place) for the products.
+  const trained = adapter ? adapter.floats : P;
+  const params = fixed.take(P), grads = fixed.take(trained), mom1 = fixed.take(trained), mom2 = fixed.take(trained);
+  const adapterParams = adapter ? fixed.take(trained) : 0, adapterScaled = adapter ? fixed.take(trained) : 0, adapterT = adapter ? fixed.take(trained) : 0;
   // Every matrix transposed, at its own offset: input gradients and the tied head read W^T.
   const paramsT = fixed.take(P);
-  const normBlocks = Math.ceil(P / NORM_BLOCK);
+  const normBlocks = Math.ceil(trained / NORM_BLOCK);
   const norms = fixed.take(2 * normBlocks);
   const decayed = layout.filter((t) => t.decay);
-  const decayRanges = fixed.take(2 * decayed.length);
+  // The optimizer decays these ranges of what it updates: the base's 2-D tensors, or all of an adapter.
+  const decayRanges = fixed.take(2 * (adapter ? 1 : decayed.length));
   // The int8 copy of the weights (its blocks on cache lines), and a decode's rows quantized:
   // row r's K bytes at r * K (K up to 4 n_embd), its scale at r.
   const int8 = int8Layout(model, 64);
   const int8Words = fixed.take(int8.words);
   const rowsQ = fixed.take((T * F) / 4), rowScales = fixed.take(T);
   const oneSeq = new Arena(0);
-  layoutActs(model, 1, oneSeq);
+  layoutActs(model, 1, oneSeq, adapter);
   const jobFlops = T * (2 * C * (C + 2 * F) + 4 * T * C);
   const maxSeqs = Math.max(1, Math.min(Math.floor(activationBudget / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
-  return { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, int8, int8Words, rowsQ, rowScales,
-    actsBase: fixed.end, maxSeqs };
+  return { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, paramsT, normBlocks, norms,
+    decayed, decayRanges, int8, int8Words, rowsQ, rowScales, actsBase: fixed.end, maxSeqs };
 }
 
 /**
  * The WebAssembly memory a backend for `model` takes to train batches of
- * `batch` sequences (the module's own few kilobytes of data aside), from the
+ * `batch` sequences (fine-tuning with `lora`; the module's own few kilobytes of data aside), from the
  * layout it allocates by, and the most a memory may hold: shared between
  * threads, or one thread's.
  */
-export function cpuMemory(model: ModelConfig, batch: number, activationBudget?: number): { bytes: number; sharedLimit: number; limit: number } {
-  const plan = memoryPlan(model, 0, activationBudget);
+export function cpuMemory(model: ModelConfig, batch: number, activationBudget?: number, lora?: LoraSettings): { bytes: number; sharedLimit: number; limit: number } {
+  const plan = memoryPlan(model, 0, activationBudget, lora);
   const acts = new Arena(plan.actsBase);
-  layoutActs(model, Math.min(batch, plan.maxSeqs), acts);
+  layoutActs(model, Math.min(batch, plan.maxSeqs), acts, plan.adapter);
   return { bytes: acts.end, sharedLimit: SHARED_MAX_PAGES * PAGE, limit: MAX_PAGES * PAGE };
 }
 
@@ -213,8 +262,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const instance = await WebAssembly.instantiate(module, { env: { memory } });
   const ex = instance.exports as unknown as Exports;
 
-  const { layout, P, control, params, grads, mom1, mom2, paramsT, normBlocks, norms, decayed, decayRanges, int8, int8Words, rowsQ, rowScales,
-    actsBase, maxSeqs } = memoryPlan(model, ex.heap_base(), opts.activationBudget);
+  const { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, paramsT, normBlocks, norms,
+    decayed, decayRanges, int8, int8Words, rowsQ, rowScales, actsBase, maxSeqs } = memoryPlan(model, ex.heap_base(), opts.activationBudget, opts.lora);
   const F = 4 * C, V = model.vocab_size;
 
   let f32 = new Float32Array(0), i32 = new Int32Array(0), f64 = new Float64Array(0);
@@ -230,7 +279,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     }
   };
   ensureBytes(actsBase);
-  i32.set(decayed.flatMap((t) => [t.offset, t.offset + t.size]), decayRanges / 4);
+  i32.set(adapter ? [0, trained] : decayed.flatMap((t) => [t.offset, t.offset + t.size]), decayRanges / 4);
   const pool: Pool = helpers ? await threadPool(ex, module, memory, control, helpers, opts.spinMs) : singleThread(ex);
 
   const opt = opts.optimizer ?? facts.optimizer;
@@ -243,6 +292,8 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const g = (name: string) => grads + tensor(name).offset * 4;
   const blk = (i: number, name: string) => `blocks.${i}.${name}`;
   let step = 0;
+  // Fine-tuning: the adapter's step count, and whether loss, prefill and decode add it.
+  let adapterStep = 0, adapterOn = true;
   let acts: Acts | null = null;
   let transposed = false; // paramsT matches params
   // Tokens the KV cache holds: their keys and values are rows [0, cached) of the first
@@ -269,7 +320,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const actsFor = (seqs: number): Acts => {
     if (!acts || acts.seqs < seqs) {
       const arena = new Arena(actsBase);
-      acts = layoutActs(model, seqs, arena);
+      acts = layoutActs(model, seqs, arena, adapter);
       ensureBytes(arena.end);
     }
     return acts;
@@ -303,9 +354,10 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   /**
    * The kernels of one micro-batch of `rows` rows in sequences of T. With `lo` > 0 (one
    * sequence) rows [0, lo) are the KV cache and the forward runs rows [lo, rows): a decode, one,
-   * whose products read the int8 copy of the weights with `q8`.
+   * whose products read the int8 copy of the weights with `q8`. With `adapted` the adapter's
+   * terms are added (it must exist); the backward is then the adapter's alone.
    */
-  const passes = (a: Acts, rows: number, T: number, lo = 0, q8 = false) => {
+  const passes = (a: Acts, rows: number, T: number, lo = 0, q8 = false, adapted = false) => {
     const items = (rows / T) * H;
     /** A row-wise call: every one of these gives each thread the same rows. */
     const rowwise = (kernel: KernelName, args: number[]) => call(kernel, args, lo, rows);
@@ -333,6 +385,34 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       if (!quantized) rowwise("quantize_rows", [rowsQ, rowScales, inp, K]);
       rowwise("matvec_i8", [out, rowsQ, rowScales, int8Block(name), b, c, K, M]);
     };
+    const site = (i: number, target: Projection) => (adapted ? adapter!.sites[i].get(target) : undefined);
+    const rank = adapter?.rank ?? 0;
+    /** The adapter's term on layer i's projection `target`, where adapted: u = x (s A), out += u B. */
+    const adapt = (i: number, target: Projection, out: number, x: number) => {
+      const at = site(i, target);
+      if (!at) return;
+      const u = a.layers[i].u.get(target)!;
+      rowwise("matmul", [u, x, adapterScaled + at.a * 4, 0, 0, at.K, 1, at.K, rank]);
+      rowwise("matmul", [out, u, adapterParams + at.b * 4, 0, out, rank, 1, rank, at.M]);
+    };
+    /** Backward through that term: e = dout (s B)^T, and dx += e A^T where dx is wanted. */
+    const adaptBack = (i: number, target: Projection, dout: number, dx: number) => {
+      const at = site(i, target);
+      if (!at) return;
+      const e = a.e.get(target)!;
+      rowwise("matmul", [e, dout, adapterT + at.b * 4, 0, 0, at.M, 1, at.M, rank]);
+      if (dx) rowwise("matmul", [dx, e, adapterT + at.a * 4, 0, dx, rank, 1, rank, at.K]);
+    };
+    /** dA += x^T e, over every row of e: after the barrier that completes it. */
+    const gradA = (i: number, target: Projection, x: number) => {
+      const at = site(i, target);
+      if (at) call("matmul", [grads + at.a * 4, x, a.e.get(target)!, 0, grads + at.a * 4, 1, at.K, rows, rank], 0, at.K);
+    };
+    /** dB += u^T dout, over every row of dout. */
+    const gradB = (i: number, target: Projection, dout: number) => {
+      const at = site(i, target);
+      if (at) call("matmul", [grads + at.b * 4, a.layers[i].u.get(target)!, dout, 0, grads + at.b * 4, 1, rank, rows, at.M], 0, rank);
+    };
 
     /** Forward through every block; the final LayerNorm and head run on rows [headLo, rows). Leaves the last job open. */
     const forward = (headLo: number) => {
@@ -345,16 +425,20 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         product(l.q, l.ln1, blk(i, "attn.q_proj.weight"), w("attn.q_proj.bias"), 0, C, C);
         product(l.k, l.ln1, blk(i, "attn.k_proj.weight"), w("attn.k_proj.bias"), 0, C, C, true);
         product(l.v, l.ln1, blk(i, "attn.v_proj.weight"), w("attn.v_proj.bias"), 0, C, C, true);
+        for (const [target, out] of [["q", l.q], ["k", l.k], ["v", l.v]] as const) adapt(i, target, out, l.ln1);
         sync();
         if (lo) rowwise("attention_decode", [l.y, l.att, l.q, l.k, l.v, T, C, H, scale]);
         else call("attention_forward", [l.y, l.att, a.attScratch, l.q, l.k, l.v, T, C, H, scale], 0, items, 1);
         sync();
         const out = i + 1 < model.n_layer ? a.layers[i + 1].res : a.res;
         product(l.mid, l.y, blk(i, "attn.o_proj.weight"), w("attn.o_proj.bias"), l.res, C, C);
+        adapt(i, "o", l.mid, l.y);
         rowwise("layernorm_forward", [l.ln2, l.ln2Mean, l.ln2Rstd, l.mid, w("ln2.weight"), w("ln2.bias"), C, eps]);
         product(l.h, l.ln2, blk(i, "mlp.fc_in.weight"), w("mlp.fc_in.bias"), 0, C, F);
+        adapt(i, "fc_in", l.h, l.ln2);
         rowwise("gelu_forward", [l.g, l.h, F]);
         product(out, l.g, blk(i, "mlp.fc_out.weight"), w("mlp.fc_out.bias"), l.mid, F, C);
+        adapt(i, "fc_out", out, l.g);
       }
       if (headLo > lo) sync(); // the head's rows are cut differently from the blocks' rows
       call("layernorm_forward", [a.lnf, a.lnfMean, a.lnfRstd, a.res, p("ln_final.weight"), p("ln_final.bias"), C, eps], headLo, rows);
@@ -369,14 +453,18 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
      * gradients; continues the forward's open job. Weight gradients sum over
      * every row, so each joins the job after the barrier that completes its
      * inputs, beside attention (the buffers it reads stay untouched until then).
+     * Fine-tuning, the base's gradients are skipped, and so is the input gradient
+     * of the first block, which nothing trains.
      */
     const backward = () => {
+      const full = !adapted;
       let [dres, dmid] = a.dres;
       const wte = "token_embedding.weight";
       linear(a.dln1, a.logits, p(wte), 0, 0, V, C); // dlnf, kept in dln1 until the next barrier
       rowwise("layernorm_backward", [dres, 0, a.dln1, a.res, p("ln_final.weight"), a.lnfMean, a.lnfRstd, C]);
-      if (a.logitsT) rowwise("transpose", [a.logitsT, a.logits, rows, V]);
+      if (full && a.logitsT) rowwise("transpose", [a.logitsT, a.logits, rows, V]);
       let pending = () => {
+        if (!full) return;
         weightGrad(g(wte), a.logits, a.logitsT, a.lnf, V, C);
         lnParamGrads("ln_final.weight", "ln_final.bias", a.dln1, a.res, a.lnfMean, a.lnfRstd);
       };
@@ -385,37 +473,58 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         const name = (n: string) => blk(i, n);
         const wT = (n: string) => pT(blk(i, n));
         linear(a.dh, dres, wT("mlp.fc_out.weight"), 0, 0, C, F);
+        adaptBack(i, "fc_out", dres, a.dh);
         rowwise("gelu_backward", [a.dh, l.h, F]);
         linear(a.dln2, a.dh, wT("mlp.fc_in.weight"), 0, 0, F, C);
+        adaptBack(i, "fc_in", a.dh, a.dln2);
         rowwise("layernorm_backward", [dmid, dres, a.dln2, l.mid, p(name("ln2.weight")), l.ln2Mean, l.ln2Rstd, C]);
         linear(a.dy, dmid, wT("attn.o_proj.weight"), 0, 0, C, C);
-        if (a.gT) rowwise("transpose", [a.gT, l.g, rows, F]);
+        adaptBack(i, "o", dmid, a.dy);
+        if (full && a.gT) rowwise("transpose", [a.gT, l.g, rows, F]);
         sync();
         pending();
         call("attention_backward", [a.dq, a.dk, a.dv, a.attScratch, a.dy, l.q, l.k, l.v, l.att, T, C, H, scale], 0, items, 1);
-        weightGrad(g(name("mlp.fc_out.weight")), l.g, a.gT, dres, F, C);
-        biasGrad(g(name("mlp.fc_out.bias")), dres, C);
-        weightGrad(g(name("mlp.fc_in.weight")), l.ln2, 0, a.dh, C, F);
-        biasGrad(g(name("mlp.fc_in.bias")), a.dh, F);
-        lnParamGrads(name("ln2.weight"), name("ln2.bias"), a.dln2, l.mid, l.ln2Mean, l.ln2Rstd);
-        weightGrad(g(name("attn.o_proj.weight")), l.y, 0, dmid, C, C);
-        biasGrad(g(name("attn.o_proj.bias")), dmid, C);
-        sync();
-        linear(a.dln1, a.dq, wT("attn.q_proj.weight"), 0, 0, C, C);
-        linear(a.dln1, a.dk, wT("attn.k_proj.weight"), 0, a.dln1, C, C);
-        linear(a.dln1, a.dv, wT("attn.v_proj.weight"), 0, a.dln1, C, C);
-        // The gradient w.r.t. this block's input, in place over dmid (its last reader was before the barrier).
-        rowwise("layernorm_backward", [dmid, dmid, a.dln1, l.res, p(name("ln1.weight")), l.ln1Mean, l.ln1Rstd, C]);
-        for (const [n, d] of [["q", a.dq], ["k", a.dk], ["v", a.dv]] as const) {
-          weightGrad(g(name(`attn.${n}_proj.weight`)), l.ln1, 0, d, C, C);
-          biasGrad(g(name(`attn.${n}_proj.bias`)), d, C);
+        if (full) {
+          weightGrad(g(name("mlp.fc_out.weight")), l.g, a.gT, dres, F, C);
+          biasGrad(g(name("mlp.fc_out.bias")), dres, C);
+          weightGrad(g(name("mlp.fc_in.weight")), l.ln2, 0, a.dh, C, F);
+          biasGrad(g(name("mlp.fc_in.bias")), a.dh, F);
+          lnParamGrads(name("ln2.weight"), name("ln2.bias"), a.dln2, l.mid, l.ln2Mean, l.ln2Rstd);
+          weightGrad(g(name("attn.o_proj.weight")), l.y, 0, dmid, C, C);
+          biasGrad(g(name("attn.o_proj.bias")), dmid, C);
         }
-        pending = () => lnParamGrads(name("ln1.weight"), name("ln1.bias"), a.dln1, l.res, l.ln1Mean, l.ln1Rstd);
+        for (const [target, x, dout] of [["fc_out", l.g, dres], ["fc_in", l.ln2, a.dh], ["o", l.y, dmid]] as const) {
+          gradA(i, target, x);
+          gradB(i, target, dout);
+        }
+        sync();
+        const inputGrad = full || i > 0;
+        if (inputGrad) {
+          linear(a.dln1, a.dq, wT("attn.q_proj.weight"), 0, 0, C, C);
+          linear(a.dln1, a.dk, wT("attn.k_proj.weight"), 0, a.dln1, C, C);
+          linear(a.dln1, a.dv, wT("attn.v_proj.weight"), 0, a.dln1, C, C);
+        }
+        const qkv = [["q", a.dq], ["k", a.dk], ["v", a.dv]] as const;
+        for (const [target, d] of qkv) adaptBack(i, target, d, inputGrad ? a.dln1 : 0);
+        // The gradient w.r.t. this block's input, in place over dmid (its last reader was before the barrier).
+        if (inputGrad) rowwise("layernorm_backward", [dmid, dmid, a.dln1, l.res, p(name("ln1.weight")), l.ln1Mean, l.ln1Rstd, C]);
+        for (const [target, d] of qkv) {
+          if (full) {
+            weightGrad(g(name(`attn.${target}_proj.weight`)), l.ln1, 0, d, C, C);
+            biasGrad(g(name(`attn.${target}_proj.bias`)), d, C);
+          }
+          gradB(i, target, d);
+        }
+        // e of q, k and v is complete only after the next barrier.
+        pending = () => {
+          if (full) lnParamGrads(name("ln1.weight"), name("ln1.bias"), a.dln1, l.res, l.ln1Mean, l.ln1Rstd);
+          for (const [target] of qkv) gradA(i, target, l.ln1);
+        };
         [dres, dmid] = [dmid, dres];
       }
       sync();
       pending();
-      call("embed_backward", [g(wte), g("position_embedding.weight"), dres, a.tokens, T, C, rows], 0, C / 4, 1);
+      if (full) call("embed_backward", [g(wte), g("position_embedding.weight"), dres, a.tokens, T, C, rows], 0, C / 4, 1);
     };
 
     return { forward, backward };
@@ -438,18 +547,19 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     return x.length / T;
   };
 
-  /** Sum of per-position losses over the batch, optionally adding gradients of their mean. */
+  /** Sum of per-position losses over the batch, optionally adding gradients of their mean (of the adapter's tensors, fine-tuning). */
   const batchLoss = (x: Int32Array, y: Int32Array, seqs: number, withGrads: boolean): number => {
+    const adapted = adapter !== null && (withGrads || adapterOn);
     const T = model.block_size;
     cached = 0;
     const a = actsFor(Math.min(seqs, maxSeqs));
     const gradScale = withGrads ? 1 / (seqs * T) : 0;
-    if (withGrads) call("zero", [grads], 0, P, 16);
+    if (withGrads) call("zero", [grads], 0, trained, 16);
     let total = 0;
     for (let s = 0; s < seqs; s += a.seqs) {
       const rows = Math.min(a.seqs, seqs - s) * T;
       loadTokens(a, x, y, s * T, rows);
-      const { forward, backward } = passes(a, rows, T);
+      const { forward, backward } = passes(a, rows, T, 0, false, adapted);
       forward(0);
       call("crossentropy", [a.logits, a.losses, a.targets, V, gradScale], 0, rows);
       if (withGrads) backward();
@@ -461,6 +571,79 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
 
   const state = (from: number) => f32.slice(from / 4, from / 4 + P);
 
+  /** The copies of the adapter the products read: s A at A's place, and A^T and (s B)^T at A's and B's. */
+  const prepareAdapter = () => {
+    const s = loraScale(opts.lora!), R = adapter!.rank;
+    const [w, scaled, tr] = [adapterParams / 4, adapterScaled / 4, adapterT / 4];
+    for (const site of adapter!.sites.flatMap((m) => [...m.values()])) {
+      for (let k = 0; k < site.K; k++) {
+        for (let r = 0; r < R; r++) {
+          const v = f32[w + site.a + k * R + r];
+          f32[scaled + site.a + k * R + r] = s * v;
+          f32[tr + site.a + r * site.K + k] = v;
+        }
+      }
+      for (let r = 0; r < R; r++) {
+        for (let m = 0; m < site.M; m++) f32[tr + site.b + m * R + r] = s * f32[w + site.b + r * site.M + m];
+      }
+    }
+  };
+
+  /**
+   * Between the flat adapterLayout order and the padded arrays (sites): `flat` into `to` with
+   * toPadded, else out of `from`; the padding is zero.
+   */
+  const padded = (flat: Float32Array, at: number, toPadded: boolean) => {
+    const R = adapter!.rank, r = opts.lora!.rank, base = at / 4;
+    for (const site of adapter!.sites.flatMap((m) => [...m.values()])) {
+      for (let k = 0; k < site.K; k++) {
+        for (let j = 0; j < R; j++) {
+          const i = base + site.a + k * R + j;
+          if (toPadded) f32[i] = j < r ? flat[site.flatA + k * r + j] : 0;
+          else if (j < r) flat[site.flatA + k * r + j] = f32[i];
+        }
+      }
+      const [b, n] = [base + site.b, r * site.M];
+      if (toPadded) {
+        f32.set(flat.subarray(site.flatB, site.flatB + n), b);
+        f32.fill(0, b + n, b + R * site.M);
+      } else flat.set(f32.subarray(b, b + n), site.flatB);
+    }
+  };
+
+  const adapterSlot: AdapterSlot | undefined = adapter ? {
+    settings: opts.lora!,
+    get enabled() {
+      return adapterOn;
+    },
+    set enabled(on: boolean) {
+      adapterOn = on;
+      cached = 0;
+    },
+    async setState(s: ParamState) {
+      for (const [name, arr] of [["params", s.params], ["m", s.m], ["v", s.v]] as const) {
+        if (arr && arr.length !== adapter.flatFloats) throw new Error(`cpu backend adapter setState: ${name} has ${arr.length} floats, the adapter has ${adapter.flatFloats}`);
+      }
+      if (!Number.isInteger(s.step) || s.step < 0) throw new Error(`cpu backend adapter setState: step must be a non-negative integer, got ${s.step}`);
+      const none = new Float32Array(adapter.flatFloats);
+      padded(s.params, adapterParams, true);
+      padded(s.m ?? none, mom1, true);
+      padded(s.v ?? none, mom2, true);
+      adapterStep = s.step;
+      prepareAdapter();
+      cached = 0;
+      paramsChanged();
+    },
+    async getState() {
+      const out = () => new Float32Array(adapter.flatFloats);
+      const [params_, m, v] = [out(), out(), out()];
+      padded(params_, adapterParams, false);
+      padded(m, mom1, false);
+      padded(v, mom2, false);
+      return { params: params_, m, v, step: adapterStep };
+    },
+  } : undefined;
+
   return {
     kind: "wasm",
     device: `${pool.threads} thread${pool.threads > 1 ? "s" : ""}, ${relaxed ? "relaxed SIMD" : "SIMD"}`,
@@ -469,6 +652,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     get paths() {
       return [...(pool.threads > 1 ? ["threads"] : []), ...(relaxed ? [RELAXED_SIMD] : []), ...(sampleInt8 ? [INT8] : [])];
     },
+    adapter: adapterSlot,
     hasInt8: true,
     get sampleInt8() {
       return sampleInt8;
@@ -492,9 +676,12 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         if (arr && arr.length !== P) throw new Error(`cpu backend setState: ${name} has ${arr.length} floats, the model has ${P} parameters`);
       }
       if (!Number.isInteger(s.step) || s.step < 0) throw new Error(`cpu backend setState: step must be a non-negative integer, got ${s.step}`);
+      if (adapter && (s.m || s.v)) throw new Error("cpu backend setState: the base is frozen while fine-tuning: it takes no Adam moments");
       f32.set(s.params, params / 4);
-      if (s.m) f32.set(s.m, mom1 / 4); else f32.fill(0, mom1 / 4, mom1 / 4 + P);
-      if (s.v) f32.set(s.v, mom2 / 4); else f32.fill(0, mom2 / 4, mom2 / 4 + P);
+      if (!adapter) {
+        if (s.m) f32.set(s.m, mom1 / 4); else f32.fill(0, mom1 / 4, mom1 / 4 + P);
+        if (s.v) f32.set(s.v, mom2 / 4); else f32.fill(0, mom2 / 4, mom2 / 4 + P);
+      }
       step = s.step;
       transposed = false;
       cached = 0;
@@ -502,24 +689,25 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     },
 
     async getState() {
-      return { params: state(params), m: state(mom1), v: state(mom2), step };
+      return adapter ? { params: state(params), step } : { params: state(params), m: state(mom1), v: state(mom2), step };
     },
 
     async trainStep(x: Int32Array, y: Int32Array, lr: number) {
       const seqs = checkBatch("trainStep", x, y);
       const loss = batchLoss(x, y, seqs, true) / x.length;
-      call("sumsq", [grads, P, norms], 0, normBlocks, 1);
+      call("sumsq", [grads, trained, norms], 0, normBlocks, 1);
       sync();
       let sq = 0;
       for (let b = 0; b < normBlocks; b++) sq += f64[norms / 8 + b];
       const norm = Math.sqrt(sq);
       const clip = norm > opt.grad_clip ? opt.grad_clip / norm : 1;
-      step += 1;
-      const bc1 = 1 - opt.beta1 ** step, bc2 = 1 - opt.beta2 ** step;
-      call("adamw", [params, grads, mom1, mom2, decayRanges, decayed.length, lr, opt.beta1, opt.beta2, opt.eps, opt.weight_decay,
-        bc1, bc2, clip], 0, P, 64);
+      const t = adapter ? ++adapterStep : ++step;
+      const bc1 = 1 - opt.beta1 ** t, bc2 = 1 - opt.beta2 ** t;
+      call("adamw", [adapter ? adapterParams : params, grads, mom1, mom2, decayRanges, adapter ? 1 : decayed.length, lr, opt.beta1, opt.beta2,
+        opt.eps, opt.weight_decay, bc1, bc2, clip], 0, trained, 64);
       sync(false);
-      transposed = false;
+      if (adapter) prepareAdapter();
+      else transposed = false;
       paramsChanged();
       return loss;
     },
@@ -538,7 +726,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       cached = 0;
       const a = actsFor(1);
       loadTokens(a, tokens, null, 0, T);
-      passes(a, T, T).forward(T - 1);
+      passes(a, T, T, 0, false, adapter !== null && adapterOn).forward(T - 1);
       sync();
       cached = T;
       return f32.slice(a.logits / 4 + (T - 1) * V, a.logits / 4 + T * V);
@@ -552,7 +740,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       const a = actsFor(1);
       i32[a.tokens / 4 + t] = token;
       if (sampleInt8) refreshInt8();
-      passes(a, t + 1, t + 1, t, sampleInt8).forward(t);
+      passes(a, t + 1, t + 1, t, sampleInt8, adapter !== null && adapterOn).forward(t);
       sync();
       // Counted only now: an abandoned decode wrote nothing but row t, which the cache does not hold yet.
       cached = t + 1;

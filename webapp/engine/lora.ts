@@ -1,6 +1,8 @@
 // LoRA adapters (facts.json lora; tinygpt/lora.py is the reference): which
-// tensors an adapter has, in the order its file lists them.
-import { FACTS, shapeOf } from "./model";
+// tensors an adapter has, in the order its file lists them, how a new one
+// starts, and how one folds into its base.
+import { FACTS, shapeOf, tensorLayout } from "./model";
+import { Rng } from "./rng";
 import type { ModelConfig } from "./types";
 
 export const LORA = FACTS.lora;
@@ -16,8 +18,16 @@ export interface AdapterInfo {
   base_sha256: string;
 }
 
+/** What a backend fine-tunes with: an adapter's settings, less the base it belongs to. */
+export type LoraSettings = Pick<AdapterInfo, "rank" | "alpha" | "targets">;
+
+/** The factor on an adapter's term: y = x W + b + scale (x A) B. */
+export const loraScale = (s: Pick<LoraSettings, "rank" | "alpha">) => s.alpha / s.rank;
+
 export interface AdapterTensor {
   name: string;
+  layer: number;
+  target: Projection;
   shape: number[];
   /** Offset in floats into the adapter's flat array. */
   offset: number;
@@ -41,10 +51,44 @@ export function adapterLayout(m: ModelConfig, a: Pick<AdapterInfo, "rank" | "tar
       const [dIn, dOut] = projectionShape(m, projection);
       for (const [part, shape] of [["a", [dIn, a.rank]], ["b", [a.rank, dOut]]] as const) {
         const size = shape[0] * shape[1];
-        out.push({ name: `blocks.${i}.${projection}.lora_${part}`, shape: [...shape], offset, size });
+        out.push({ name: `blocks.${i}.${projection}.lora_${part}`, layer: i, target, shape: [...shape], offset, size });
         offset += size;
       }
     }
   }
   return out;
+}
+
+/** A new adapter, flat in adapterLayout order: A from N(0, 1/in), B zero, so it changes no output yet (facts.json lora). */
+export function initAdapter(m: ModelConfig, s: LoraSettings, seed: number): Float32Array {
+  const layout = adapterLayout(m, s);
+  const out = new Float32Array(layout.reduce((n, t) => n + t.size, 0));
+  const rng = new Rng(seed);
+  for (const t of layout) {
+    if (!t.name.endsWith(".lora_a")) continue;
+    const std = 1 / Math.sqrt(t.shape[0]);
+    for (let i = t.offset; i < t.offset + t.size; i++) out[i] = rng.normal() * std;
+  }
+  return out;
+}
+
+/** The base's parameters with the adapter folded in (W + scale A B on each adapted projection): a plain model. */
+export function mergeAdapter(m: ModelConfig, base: Float32Array, s: LoraSettings, adapter: Float32Array): Float32Array {
+  const merged = base.slice();
+  const weights = new Map(tensorLayout(m).map((t) => [t.name, t]));
+  const scale = loraScale(s);
+  const layout = adapterLayout(m, s);
+  for (let j = 0; j < layout.length; j += 2) {
+    const [a, b] = [layout[j], layout[j + 1]];
+    const w = weights.get(a.name.replace(/lora_a$/, "weight"))!;
+    const [dIn, rank] = a.shape, dOut = b.shape[1];
+    for (let i = 0; i < dIn; i++) {
+      for (let o = 0; o < dOut; o++) {
+        let sum = 0;
+        for (let r = 0; r < rank; r++) sum += adapter[a.offset + i * rank + r] * adapter[b.offset + r * dOut + o];
+        merged[w.offset + i * dOut + o] += scale * sum;
+      }
+    }
+  }
+  return merged;
 }

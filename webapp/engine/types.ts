@@ -3,6 +3,8 @@
 // everything else (data, schedule, evaluation, sampling, checkpoints) and is
 // the only thing the worker talks to. Nothing here touches the DOM.
 
+import type { LoraSettings } from "./lora";
+
 export interface ModelConfig {
   vocab_size: number;
   n_layer: number;
@@ -41,6 +43,18 @@ export interface ParamState {
 
 export type BackendKind = "webgpu" | "wasm";
 
+/**
+ * The adapter of a backend made to fine-tune (facts.json lora): its tensors, flat in
+ * engine/lora.ts adapterLayout order, with their own Adam moments and step count.
+ */
+export interface AdapterSlot {
+  readonly settings: LoraSettings;
+  setState(state: ParamState): Promise<void>;
+  getState(): Promise<ParamState>;
+  /** Whether loss, prefill and decode add the adapter's terms (trainStep always does): off samples the base alone. Changing it forgets the KV cache. */
+  enabled: boolean;
+}
+
 export interface Backend {
   readonly kind: BackendKind;
   /** Human-readable device, e.g. the adapter description or "4 threads, SIMD". */
@@ -52,6 +66,12 @@ export interface Backend {
    * and the levers whose kernels it uses (facts.levers); the app's pills.
    */
   readonly paths: readonly string[];
+  /**
+   * Present on a backend made to fine-tune (its lora option): then the parameters are a frozen
+   * base, set without moments (no memory is allocated for their gradients or moments), and
+   * trainStep trains this adapter alone.
+   */
+  readonly adapter?: AdapterSlot;
   setState(state: ParamState): Promise<void>;
   getState(): Promise<ParamState>;
   /**

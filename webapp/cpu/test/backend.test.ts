@@ -15,6 +15,7 @@ import { relaxedModule } from "../wasm";
 import { Interrupted } from "../../engine/interrupt";
 import { conformance } from "../../engine/test/conformance";
 import { f32, fixture, readJson, rel } from "../../engine/test/fixtures";
+import { adapterLayout, initAdapter, type LoraSettings, type Projection } from "../../engine/lora";
 import type { Backend, ModelConfig, TrainConfig } from "../../engine/types";
 
 interface Golden {
@@ -32,7 +33,8 @@ const wasm = readFileSync(wasmPath);
 const engineRelaxed = WebAssembly.validate(relaxedModule(wasm)!);
 // The SIMD kernels need multiples of 4: the backend says so at creation.
 const refuses = /must be multiples of 4 for SIMD/;
-const cpu = (extra: Partial<CpuBackendOptions>) => (model: ModelConfig, train: TrainConfig) => createCpuBackend(model, { wasm, threads: 1, optimizer: train, ...extra });
+const cpu = (extra: Partial<CpuBackendOptions>) => (model: ModelConfig, train: TrainConfig, lora?: LoraSettings) =>
+  createCpuBackend(model, { wasm, threads: 1, optimizer: train, lora, ...extra });
 
 conformance({ name: "wasm, plain SIMD", make: cpu({ relaxed: false }), refuses });
 conformance({ name: "wasm, relaxed SIMD", make: cpu({ relaxed: true }), refuses, skip: engineRelaxed ? false : "this Node has no relaxed SIMD" });
@@ -107,6 +109,37 @@ test("with the interrupt flag set, a decode is abandoned and the cache keeps wha
     b.dispose();
     plain.dispose();
   }
+});
+
+test("an adapter whose rank is no multiple of 4 trains exactly as the same adapter zero-padded to the next (the backend pads it so)", async () => {
+  const tuned = async (rank: number, adapter: Float32Array) => {
+    const b = await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train, lora: { rank, alpha: rank, targets: ["q", "fc_out"] } });
+    await b.setState({ params: f32(golden.init_params), step: 0 });
+    await b.adapter!.setState({ params: adapter, step: 0 });
+    const losses = [];
+    for (const s of golden.steps.slice(0, 5)) losses.push(await b.trainStep(Int32Array.from(s.x), Int32Array.from(s.y), s.lr));
+    const state = await b.adapter!.getState();
+    b.dispose();
+    return { losses, state };
+  };
+  const three = { rank: 3, alpha: 3, targets: ["q", "fc_out"] as Projection[] };
+  const start = initAdapter(golden.config, three, 7);
+  // B nonzero, so the first step already trains A too.
+  for (const t of adapterLayout(golden.config, three)) if (t.name.endsWith("lora_b")) start.fill(0.01, t.offset, t.offset + t.size);
+  const widen = (flat: Float32Array) => {
+    const out = new Float32Array(adapterLayout(golden.config, { ...three, rank: 4 }).reduce((n, t) => n + t.size, 0));
+    let o = 0;
+    for (const t of adapterLayout(golden.config, three)) {
+      const [rows, cols] = t.shape;
+      const wide = t.name.endsWith("lora_a") ? [rows, 4] : [4, cols];
+      for (let r = 0; r < rows; r++) out.set(flat.subarray(t.offset + r * cols, t.offset + (r + 1) * cols), o + r * wide[1]);
+      o += wide[0] * wide[1];
+    }
+    return out;
+  };
+  const [odd, even] = [await tuned(3, start), await tuned(4, widen(start))];
+  assert.deepEqual(odd.losses, even.losses);
+  assert.deepEqual(widen(odd.state.params), even.state.params, "the padding stays zero and the rest trains the same");
 });
 
 test("helpers that fail to start leave a working single-thread backend", async () => {

@@ -14,7 +14,10 @@
 //   enough to split reductions; a backend may refuse a shape at creation, with
 //   the message it declares (Subject.refuses), and otherwise must match;
 // - a gallery model's greedy sample and its validation metric (Trainer.validationLoss)
-//   on a corpus whose last batch is short, against the reference's (the same folder).
+//   on a corpus whose last batch is short, against the reference's (the same folder);
+// - LoRA fine-tuning (tests/fixtures/golden_lora_tiny.json, `python -m tests.oracles.golden_lora`):
+//   a frozen base and an adapter on every projection through the reference's 20 steps, the base
+//   alone with the adapter off, the merged model's logits, and a greedy sample of base + adapter.
 
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -23,6 +26,7 @@ import { test } from "node:test";
 import facts from "../../../tinygpt/facts.json";
 import { readCheckpoint, writeCheckpoint } from "../checkpoint";
 import { tensorLayout } from "../model";
+import { adapterLayout, mergeAdapter, type LoraSettings } from "../lora";
 import { loadTrainer } from "../index";
 import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../types";
@@ -37,8 +41,10 @@ export const F16_POLICY: Policy = { ...facts.conformance, ...facts.conformance.f
 export interface Subject {
   /** Names the subject in every test title. */
   name: string;
-  /** A fresh backend for the model (subjects may share one device underneath). */
-  make(model: ModelConfig, train: TrainConfig): Promise<Backend>;
+  /** A fresh backend for the model (subjects may share one device underneath); one that fine-tunes with `lora`. */
+  make(model: ModelConfig, train: TrainConfig, lora?: LoraSettings): Promise<Backend>;
+  /** Skip the LoRA case, saying why (a backend without adapters yet). */
+  loraSkip?: string;
   /** The message with which this backend refuses the shapes it does not support, if any. */
   refuses?: RegExp;
   /** Skip the whole subject, saying why (no adapter here, no relaxed SIMD in this engine). */
@@ -70,6 +76,16 @@ export interface Reference {
 }
 
 export const REFERENCES = ["odd", "unaligned", "split"];
+
+interface GoldenLora {
+  lora: LoraSettings;
+  base_params: string;
+  init_adapter: string;
+  steps: { lr: number; loss_f32: number }[];
+  logits_step0: string;
+  final: { tensors: Record<string, number>; m_l2: number; v_l2: number; loss_f32: number };
+  sample: Golden["sample"];
+}
 
 const goldenPath = fixture("golden_tiny.json");
 const golden = (): Golden => readJson<Golden>(goldenPath ?? assert.fail("tests/fixtures/golden_tiny.json is missing (python -m tests.oracles.golden)"));
@@ -151,6 +167,60 @@ async function checkCache(b: Backend, model: ModelConfig, x: Int32Array, what: s
 export function conformance(s: Subject): void {
   const skip = s.skip ?? false;
   const p = s.policy ?? F32_POLICY;
+
+  test(`${s.name}: LoRA golden replay: a frozen base, an adapter on every projection, the reference's 20 steps`, { skip: skip || s.loraSkip || false }, async () => {
+    const g = golden();
+    const L = readJson<GoldenLora>(fixture("golden_lora_tiny.json") ?? assert.fail("tests/fixtures/golden_lora_tiny.json is missing (python -m tests.oracles.golden_lora)"));
+    const [b, plain] = [await s.make(g.config, g.train, L.lora), await s.make(g.config, g.train)];
+    try {
+      const slot = b.adapter ?? assert.fail("made with lora, the backend has no adapter");
+      const base = f32(L.base_params), start = f32(L.init_adapter);
+      await b.setState({ params: base, step: 0 });
+      await slot.setState({ params: start, step: 0 });
+      const window = ids(g.steps[0].x.slice(0, g.config.block_size));
+      checkLogits(await b.prefill(window), f32(L.logits_step0), "LoRA initial", p);
+      const losses = await Promise.all(g.steps.map((st, i) => b.trainStep(ids(st.x), ids(st.y), L.steps[i].lr)));
+      checkLosses(losses, L.steps.map((st) => st.loss_f32), "LoRA", p);
+      const [x0, y0] = [ids(g.steps[0].x), ids(g.steps[0].y)];
+      const finalLoss = await b.loss(x0, y0);
+      assert.ok(rel(finalLoss, L.final.loss_f32) < p.loss_rel, `LoRA loss after 20 steps ${finalLoss} vs ${L.final.loss_f32}`);
+      const a = await slot.getState();
+      assert.equal(a.step, g.steps.length);
+      for (const t of adapterLayout(g.config, L.lora)) {
+        const got = l2(a.params.subarray(t.offset, t.offset + t.size));
+        assert.ok(rel(got, L.final.tensors[t.name]) < p.l2_rel, `LoRA ${t.name}: L2 ${got} vs reference ${L.final.tensors[t.name]}`);
+      }
+      assert.ok(rel(l2(a.m!), L.final.m_l2) < p.l2_rel, `LoRA Adam m L2 ${l2(a.m!)} vs ${L.final.m_l2}`);
+      assert.ok(rel(l2(a.v!), L.final.v_l2) < p.l2_rel, `LoRA Adam v L2 ${l2(a.v!)} vs ${L.final.v_l2}`);
+      const after = await b.getState();
+      assert.deepEqual(after.params, base, "the base is frozen");
+      assert.equal(after.m, undefined, "a frozen base has no moments");
+      // The adapter's own state round-trips, and a frozen base takes no moments.
+      await slot.setState(a);
+      assert.deepEqual(await slot.getState(), a);
+      await assert.rejects(b.setState({ params: base, m: base, v: base, step: 0 }), /frozen/);
+      // Off, the base alone: a plain backend's logits; on, the merged model's.
+      await plain.setState({ params: base, step: 0 });
+      const baseLogits = await plain.prefill(window);
+      slot.enabled = false;
+      checkLogits(await b.prefill(window), baseLogits, "LoRA off", p);
+      assert.ok(rel(await b.loss(x0, y0), await plain.loss(x0, y0)) < p.first_loss_rel, "LoRA off: the base's loss");
+      slot.enabled = true;
+      const adapted = await b.prefill(window);
+      await plain.setState({ params: mergeAdapter(g.config, base, L.lora, a.params), step: 0 });
+      checkLogits(adapted, await plain.prefill(window), "LoRA against the merged model", p);
+      // Only the adapter trains: less memory than the plain backend, which has trained a step too.
+      await plain.trainStep(x0, y0, g.train.lr);
+      assert.ok(b.residentBytes < plain.residentBytes, `fine-tuning holds ${b.residentBytes} bytes, full training ${plain.residentBytes}`);
+      const trainer = new GPTTrainer(b, g.config, g.train, { step: 0 });
+      const sample = await trainer.sample(Uint8Array.from(L.sample.prompt), { temperature: 0, topK: 0, maxTokens: L.sample.max_new_tokens }, () => {});
+      assert.ok(L.sample.min_margin > 1e-3);
+      assert.deepEqual([...sample], L.sample.tokens, "greedy sample of base + adapter");
+    } finally {
+      b.dispose();
+      plain.dispose();
+    }
+  });
 
   test(`${s.name}: golden replay of the reference's 20 steps`, { skip }, async () => {
     const g = golden();

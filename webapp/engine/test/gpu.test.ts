@@ -21,12 +21,15 @@ import type { Draw, ModelConfig, TrainConfig } from "../types";
 import { GPU_LEVERS, leverFeatures, tableOn } from "../../levers/gpu";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
+// tests/test_engine_node.py allows this skip by its words.
+const NO_LORA = "no LoRA on the WebGPU backend yet";
 const context = adapter ? await requestGpu(gpu, adapter) : null;
 
 conformance({
   name: "webgpu",
   make: (model, train) => createGpuBackend(model, train, { context: context! }),
   skip: noGpu ?? false,
+  loraSkip: NO_LORA,
   trained(file, loss) {
     // For tests/test_engine_node.py: the Python reader must get the same loss from this file.
     const out = process.env.TINYGPT_NODE_TRAINED_OUT;
@@ -47,6 +50,7 @@ for (const lever of GPU_LEVERS) {
     name: `webgpu + ${lever.id}`,
     make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: table! }),
     policy: lever.f16 ? F16_POLICY : F32_POLICY,
+    loraSkip: NO_LORA,
     skip: noGpu ?? (table ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
   });
 }
