@@ -3,9 +3,11 @@
 
 import type { Backend, BackendKind, ModelConfig, TrainConfig } from "./types";
 import { GPTTrainer, type TrainerInit, resumeTrainer, startTrainer } from "./trainer";
+export { fineTuneTrainer } from "./trainer";
 import { readCheckpoint } from "./checkpoint";
 import { defaultTrainConfig } from "./model";
 import { type GpuBackendOptions, createGpuBackend } from "./gpu/backend";
+import type { LoraSettings } from "./lora";
 
 export type { Backend, BackendKind, ModelConfig, TrainConfig, Trainer } from "./types";
 export { GPTTrainer } from "./trainer";
@@ -28,6 +30,8 @@ export interface BackendOptions {
   levers?: GpuBackendOptions["levers"];
   /** WebGPU: the int8 sampling lever's kernels, where they passed their gate (levers/int8). */
   int8?: GpuBackendOptions["int8"];
+  /** Either: fine-tune an adapter with these settings on a frozen base (Backend.adapter). */
+  lora?: LoraSettings;
 }
 
 export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: BackendOptions) => Promise<Backend>;
@@ -36,7 +40,10 @@ export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: Back
 // which knows where its module and thread script live; hosts that never use it
 // (the Node CLI) do not bundle it.
 const factories = new Map<BackendKind, BackendFactory>([
-  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers, int8: opts.int8 })],
+  ["webgpu", (model, train, opts) => {
+    if (opts.lora) throw new Error("the WebGPU backend does not fine-tune yet");
+    return createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers, int8: opts.int8 });
+  }],
 ]);
 
 export function registerBackend(kind: BackendKind, factory: BackendFactory): void {

@@ -3,6 +3,7 @@
 // starts, and how one folds into its base.
 import { FACTS, shapeOf, tensorLayout } from "./model";
 import { Rng } from "./rng";
+import { sha256Hex } from "./data";
 import type { ModelConfig } from "./types";
 
 export const LORA = FACTS.lora;
@@ -92,3 +93,6 @@ export function mergeAdapter(m: ModelConfig, base: Float32Array, s: LoraSettings
   }
   return merged;
 }
+
+/** The sha256 of a model's weights as float32 little-endian in canonical order: what an adapter names its base by (header.adapter.base_sha256). */
+export const weightsSha256 = (params: Float32Array) => sha256Hex(new Uint8Array(params.buffer, params.byteOffset, params.byteLength));

@@ -9,6 +9,7 @@ import { type Split, sha256Hex, splitCorpus, trainBatch, valBatch, validationSta
 import { nextBatch, pickToken, windowStart } from "./sample";
 import { sampleUniform } from "./rng";
 import { Interrupted } from "./interrupt";
+import { initAdapter, weightsSha256 } from "./lora";
 
 export interface TrainerInit {
   step?: number;
@@ -18,6 +19,8 @@ export interface TrainerInit {
   run?: RunRecord;
   /** Written into the file's provenance, e.g. "tinygpt-web" or "tinygpt-node". */
   producer?: string;
+  /** Fine-tuning (the backend has an adapter): the sha256 of the frozen base's weights, which its saves name as their base. */
+  baseSha256?: string;
 }
 
 export class GPTTrainer implements Trainer {
@@ -29,6 +32,8 @@ export class GPTTrainer implements Trainer {
   private readonly producer: string;
   /** The run settings of the file this trainer was loaded from, where it had them. */
   readonly savedRun: RunRecord | null;
+  /** Fine-tuning: the sha256 of the base's weights (what an adapter file names its base by); null when every weight trains. */
+  readonly baseSha256: string | null;
 
   constructor(readonly backend: Backend, readonly model: ModelConfig, readonly config: TrainConfig, init: TrainerInit = {}) {
     this.issued = this.done = init.step ?? 0;
@@ -36,6 +41,8 @@ export class GPTTrainer implements Trainer {
     this.data = init.dataset ?? null;
     this.producer = init.producer ?? "tinygpt-web";
     this.savedRun = init.run ?? null;
+    this.baseSha256 = init.baseSha256 ?? null;
+    if ((this.baseSha256 === null) !== !backend.adapter) throw new Error("a fine-tuning trainer needs a backend with an adapter and its base's sha256, and only it");
   }
 
   /** Steps completed (resolved); issued steps may run ahead of it. */
@@ -167,10 +174,12 @@ export class GPTTrainer implements Trainer {
     return Uint8Array.from(out);
   }
 
-  /** `run`: the run's settings to record beside the trainer state. */
+  /** `run`: the run's settings to record beside the trainer state. Fine-tuning, the adapter's file: its tensors, moments and base. */
   async checkpoint(includeOptimizer: boolean, run?: RunRecord): Promise<Checkpoint> {
-    const state = await this.backend.getState();
+    const slot = this.backend.adapter;
+    const state = slot ? await slot.getState() : await this.backend.getState();
     return {
+      ...(slot ? { adapter: { ...slot.settings, targets: [...slot.settings.targets], base_sha256: this.baseSha256! } } : {}),
       model: this.model,
       params: state.params,
       m: includeOptimizer ? state.m : undefined,
@@ -199,6 +208,37 @@ export async function startTrainer(backend: Backend, model: ModelConfig, config:
   checkModelConfig(model);
   await backend.setState({ params: initParams(model, config.seed), step: 0 });
   return new GPTTrainer(backend, model, config, init);
+}
+
+/**
+ * Fine-tuning `base` (a plain model's checkpoint) on a backend made with an adapter: a new
+ * adapter (initAdapter, from config.seed), or `adapter`, an adapter file's checkpoint for this
+ * very base, with its Adam state when saved. An adapter for another base, shape or settings is
+ * refused with a message naming both (`names`: what the user calls the base and the adapter).
+ */
+export async function fineTuneTrainer(backend: Backend, base: Checkpoint, config: TrainConfig, adapter: Checkpoint | null,
+  names = { base: "the loaded model", adapter: "the adapter" }, init: TrainerInit = {}): Promise<GPTTrainer> {
+  const slot = backend.adapter;
+  if (!slot) throw new Error("this backend was made without an adapter: it cannot fine-tune");
+  if (base.adapter) throw new Error(`${names.base} is an adapter, not a model to fine-tune`);
+  const baseSha256 = await weightsSha256(base.params);
+  if (adapter) {
+    const a = adapter.adapter;
+    if (!a) throw new Error(`${names.adapter} is a model, not an adapter`);
+    if (a.base_sha256 !== baseSha256) {
+      throw new Error(`${names.adapter} was trained on another base (its weights' sha256 ${a.base_sha256.slice(0, 12)}…), not on ${names.base} (${baseSha256.slice(0, 12)}…)`);
+    }
+    const same = JSON.stringify(adapter.model) === JSON.stringify(base.model) && a.rank === slot.settings.rank && a.alpha === slot.settings.alpha
+      && JSON.stringify(a.targets) === JSON.stringify(slot.settings.targets);
+    if (!same) throw new Error(`${names.adapter}'s shape or settings differ from the backend's`);
+  }
+  await backend.setState({ params: base.params, step: base.step });
+  await slot.setState(adapter
+    ? { params: adapter.params, m: adapter.m, v: adapter.v, step: adapter.m ? (adapter.adamStep ?? adapter.step) : 0 }
+    : { params: initAdapter(base.model, slot.settings, config.seed), step: 0 });
+  return new GPTTrainer(backend, base.model, config, adapter
+    ? { step: adapter.step, history: adapter.history, dataset: adapter.dataset, run: adapter.run, ...init, baseSha256 }
+    : { ...init, baseSha256 });
 }
 
 /** Continue from a checkpoint (its Adam state when saved, else fresh moments). */

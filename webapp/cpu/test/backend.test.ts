@@ -15,7 +15,10 @@ import { relaxedModule } from "../wasm";
 import { Interrupted } from "../../engine/interrupt";
 import { conformance } from "../../engine/test/conformance";
 import { f32, fixture, readJson, rel } from "../../engine/test/fixtures";
-import { adapterLayout, initAdapter, type LoraSettings, type Projection } from "../../engine/lora";
+import facts from "../../../tinygpt/facts.json";
+import { type Checkpoint, readCheckpoint } from "../../engine/checkpoint";
+import { adapterLayout, initAdapter, type LoraSettings, type Projection, weightsSha256 } from "../../engine/lora";
+import { fineTuneTrainer } from "../../engine/trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../../engine/types";
 
 interface Golden {
@@ -140,6 +143,35 @@ test("an adapter whose rank is no multiple of 4 trains exactly as the same adapt
   const [odd, even] = [await tuned(3, start), await tuned(4, widen(start))];
   assert.deepEqual(odd.losses, even.losses);
   assert.deepEqual(widen(odd.state.params), even.state.params, "the padding stays zero and the rest trains the same");
+});
+
+test("fine-tuning saves an adapter file naming its base; loaded onto that base it goes on exactly; onto another it is refused, naming both", async () => {
+  const L = readJson<{ base_params: string }>(fixture("golden_lora_tiny.json")!);
+  const base: Checkpoint = { model: golden.config, params: f32(L.base_params), step: 20, train: golden.train, history: [], dataset: null, provenance: {} };
+  const settings = { rank: facts.lora.rank, alpha: facts.lora.alpha, targets: facts.lora.targets as Projection[] };
+  const tuner = async (adapter: Checkpoint | null, on = base) =>
+    fineTuneTrainer(await createCpuBackend(golden.config, { wasm, threads: 1, optimizer: golden.train, lora: settings }), on, golden.train, adapter,
+      { base: "the sonnet model", adapter: "sonnet.tinygpt" });
+  const corpus = new TextEncoder().encode("Shall I compare thee to a summer's day? Thou art more lovely and more temperate. ".repeat(8));
+  const a = await tuner(null);
+  await a.setCorpus("sonnet", corpus);
+  for (let i = 0; i < 10; i++) await a.trainStep();
+  const file = await a.save(true);
+  const onward = [];
+  for (let i = 0; i < 5; i++) onward.push(await a.trainStep());
+  a.dispose();
+  const read = readCheckpoint(file);
+  assert.deepEqual(read.adapter, { ...settings, base_sha256: await weightsSha256(base.params) });
+  assert.equal(read.step, 10);
+  assert.equal(read.params.length, adapterLayout(golden.config, settings).reduce((n, t) => n + t.size, 0));
+  const b = await tuner(read);
+  await b.setCorpus("sonnet", corpus);
+  const again = [];
+  for (let i = 0; i < 5; i++) again.push(await b.trainStep());
+  assert.deepEqual(again, onward);
+  b.dispose();
+  const other = { ...base, params: base.params.map((x, i) => (i === 0 ? x + 1e-3 : x)) };
+  await assert.rejects(tuner(read, other), /sonnet\.tinygpt was trained on another base \(its weights' sha256 [0-9a-f]{12}…\), not on the sonnet model \([0-9a-f]{12}…\)/);
 });
 
 test("helpers that fail to start leave a working single-thread backend", async () => {
