@@ -61,7 +61,8 @@ export class FilesView {
     // On arrival, the newest run nobody has open is offered in a message too.
     const newest = list.find((c) => !c.busy && !c.current && !this.deleting.has(c.id));
     if (!this.offered && newest) {
-      this.onOffer(`A saved run is waiting: ${newest.model.n_layer} layers × ${newest.model.n_embd}, ${newest.dataset ?? "no text"}, step ${newest.step}, saved ${fmt.ago(newest.savedAt)}.`, () => this.open(newest.id, true));
+      const what = newest.base ? `an adapter fine-tuning ${newest.base}` : `${newest.model.n_layer} layers × ${newest.model.n_embd}`;
+      this.onOffer(`A saved run is waiting: ${what}, ${newest.dataset ?? "no text"}, step ${newest.step}, saved ${fmt.ago(newest.savedAt)}.`, () => this.open(newest.id, true));
     }
     const busy = list.some((c) => c.busy);
     this.offered ||= newest !== undefined || !busy;
@@ -75,7 +76,7 @@ export class FilesView {
     box.hidden = list.length === 0;
     for (const c of list) {
       const li = el("li", { "data-run": c.id });
-      const shape = `${c.model.n_layer} layers × ${c.model.n_embd}`;
+      const shape = `${c.base ? `adapter on ${c.base}, ` : ""}${c.model.n_layer} layers × ${c.model.n_embd}`;
       const about = `${shape} · ${c.dataset ?? "no text"} · step ${c.step} · ${fmt.bytes(c.bytes)}`;
       if (this.deleting.has(c.id)) {
         li.dataset.deleted = "yes";

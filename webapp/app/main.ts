@@ -85,14 +85,18 @@ function applyStatus(s: Status): void {
   button("btn-pause").disabled = s.state !== "training";
   button("btn-stop").disabled = !(s.state === "training" || s.state === "paused");
   button("btn-resume").disabled = !(still && (s.canTrain || fromFile()));
+  button("btn-finetune").disabled = !(s.state === "ready" && loaded && !s.adapter);
+  button("btn-merge").hidden = !s.adapter;
+  button("btn-merge").disabled = !(still && s.adapter);
   button("btn-reset").disabled = !(still && loaded);
   button("btn-sample").disabled = !(still && loaded);
   button("btn-sample-stop").disabled = s.state !== "sampling";
   button("btn-export").disabled = !(still && loaded);
+  sampler.showAdapter(s.adapter !== null, still && loaded);
   for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
   progress.setStatus(s);
   refreshPills();
-  setup.showLoaded(still ? s.model : null, s.step, fromFile());
+  setup.showLoaded(still ? s.model : null, s.step, fromFile(), s.adapter);
   if (idle) measureSelection();
 }
 
@@ -139,11 +143,14 @@ function checkSelection(): void {
   }
 }
 
-/** A new run on the chosen text: "start" a fresh model, or "continueFile" the loaded file's model. */
-async function start(type: "start" | "continueFile", trigger: HTMLButtonElement): Promise<void> {
-  let settings;
+/**
+ * A new run on the chosen text: "start" a fresh model, "continueFile" the loaded file's model, or
+ * "fineTune" an adapter on the loaded model.
+ */
+async function start(type: "start" | "continueFile" | "fineTune", trigger: HTMLButtonElement): Promise<void> {
+  let settings, lora;
   try {
-    settings = setup.settings();
+    ({ settings, lora } = type === "fineTune" ? setup.fineTune(status!.model!) : { settings: setup.settings(), lora: null });
   } catch (e) {
     return void error((e as Error).message);
   }
@@ -152,9 +159,12 @@ async function start(type: "start" | "continueFile", trigger: HTMLButtonElement)
   clearTimeout(measureTimer);
   try {
     const text = await corpus.read();
-    // A fresh model starts a new curve; a model trained further gets its history back from the worker.
-    if (type === "start") progress.history([]);
-    client.send({ type, settings, corpus: { name: text.name, bytes: text.bytes } }, [text.bytes.buffer]);
+    // A fresh model or adapter starts a new curve; a model trained further gets its history back from the worker.
+    if (type !== "continueFile") progress.history([]);
+    const data = { name: text.name, bytes: text.bytes };
+    client.send(lora ? { type: "fineTune", settings, lora, corpus: data } : { type: type as "start" | "continueFile", settings, corpus: data }, [text.bytes.buffer]);
+    // Continue training after a pause goes on to the same target.
+    if (lora) setup.showRun(settings.steps, settings.intervals);
     files.persist();
   } catch (e) {
     error(e instanceof CorpusError ? e.message : `The text could not be read: ${plainWords(e)}.`);
@@ -205,6 +215,8 @@ client.on("measured", (m) => {
 });
 
 button("btn-start").addEventListener("click", () => void start("start", button("btn-start")));
+button("btn-finetune").addEventListener("click", () => void start("fineTune", button("btn-finetune")));
+button("btn-merge").addEventListener("click", () => client.send({ type: "merge" }));
 button("btn-pause").addEventListener("click", () => client.request("pause"));
 button("btn-stop").addEventListener("click", () => client.request("stop"));
 button("btn-reset").addEventListener("click", async () => {

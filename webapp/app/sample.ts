@@ -1,11 +1,13 @@
 // Sampling: prompt and settings in, bytes streamed back from the worker and
 // decoded as UTF-8 on the fly (a character may span several tokens); the text
-// out to the clipboard.
+// out to the clipboard. With an adapter loaded, with or without it, or both
+// from one seed side by side: the model alone first, then with the adapter.
 import type { WorkerClient } from "./client";
 import { $ } from "./dom";
 import * as fmt from "./format";
 import type { GallerySample } from "./gallery";
 import { backendName } from "./progress";
+import type { ToWorker } from "../worker/protocol";
 
 function numberField(id: string, label: string, min: number, max: number, integer: boolean, aboveMin = false): number {
   const v = Number($<HTMLInputElement>(`#${id}`).value);
@@ -23,15 +25,23 @@ function seedField(): number {
   return numberField("sample-seed", "Seed", 0, MAX_SEED, true);
 }
 
+type Options = Extract<ToWorker, { type: "sample" }>["options"];
+
 export class SampleView {
   private out = $("#sample-out");
+  /** A comparison's second sample, once the first is done; dropped by Stop. */
+  private next: (() => void) | null = null;
   private decoder = new TextDecoder();
   private text = "";
   private tokens = 0;
 
   constructor(private client: WorkerClient, private onError: (text: string) => void) {
-    $("#btn-sample").addEventListener("click", () => this.start());
-    $("#btn-sample-stop").addEventListener("click", () => client.request("stopSample"));
+    $("#btn-sample").addEventListener("click", () => this.generate());
+    $("#btn-sample-compare").addEventListener("click", () => this.compare());
+    $("#btn-sample-stop").addEventListener("click", () => {
+      this.next = null;
+      client.request("stopSample");
+    });
     $("#btn-sample-copy").addEventListener("click", () => void this.copy());
     client.on("token", (m) => {
       // Tokens so far, as data-tokens: a byte can be part of a character still to come.
@@ -49,7 +59,24 @@ export class SampleView {
       const backend = `${backendName(m.backend)}${paths}, KV cache${m.chosenOnGpu ? ", chosen on the GPU" : ""}`;
       const path = m.webnn === 0 ? backend : m.webnn >= m.tokens ? "WebNN, KV cache" : `WebNN for the first ${m.webnn}, then ${backend}`;
       $("#sample-tps").textContent = `${m.tokens} tokens · ${fmt.rate(m.tokPerSec)} tok/s · ${path} · seed ${m.seed}`;
+      const next = this.next;
+      this.next = null;
+      next?.();
     });
+  }
+
+  /** With an adapter loaded, its switch and Compare are offered. */
+  showAdapter(loaded: boolean, canSample: boolean): void {
+    $("#sample-adapter-box").hidden = !loaded;
+    const compare = $<HTMLButtonElement>("#btn-sample-compare");
+    compare.hidden = !loaded;
+    compare.disabled = !(loaded && canSample);
+    if (!loaded) this.showPanes(false);
+  }
+
+  private showPanes(comparing: boolean): void {
+    $("#sample-panes").classList.toggle("comparing", comparing);
+    $("#sample-base-out").hidden = !comparing;
   }
 
   /** A gallery model's sample settings in the fields, so that Generate writes its card's sample again. */
@@ -79,19 +106,43 @@ export class SampleView {
     }
   }
 
-  private start(): void {
-    let temperature: number, topK: number, topP: number, seed: number, maxTokens: number;
+  /** The fields' settings, or null when one is bad (said). */
+  private options(): Options | null {
     try {
-      temperature = numberField("temperature", "Temperature", 0, 2, false);
-      topK = numberField("top-k", "Top-k", 0, 256, true);
-      topP = numberField("top-p", "Top-p", 0, 1, false, true);
-      seed = seedField();
-      maxTokens = numberField("length", "Length", 1, 10000, true);
+      return {
+        temperature: numberField("temperature", "Temperature", 0, 2, false),
+        topK: numberField("top-k", "Top-k", 0, 256, true),
+        topP: numberField("top-p", "Top-p", 0, 1, false, true),
+        seed: seedField(),
+        maxTokens: numberField("length", "Length", 1, 10000, true),
+      };
     } catch (e) {
       this.onError((e as Error).message);
-      return;
+      return null;
     }
+  }
+
+  private generate(): void {
+    const options = this.options();
+    if (!options) return;
+    this.showPanes(false);
+    const adapter = $("#sample-adapter-box").hidden ? undefined : $<HTMLInputElement>("#sample-adapter").checked;
+    this.start(this.out, options, adapter);
+  }
+
+  /** The model alone, then with the adapter, from the same seed and settings. */
+  private compare(): void {
+    const options = this.options();
+    if (!options) return;
+    this.showPanes(true);
+    $("#sample-out").textContent = "";
+    this.next = () => this.start($("#sample-out"), options, true);
+    this.start($("#sample-base-out"), options, false);
+  }
+
+  private start(out: HTMLElement, options: Options, adapter: boolean | undefined): void {
     const prompt = $<HTMLTextAreaElement>("#prompt").value;
+    this.out = out;
     this.decoder = new TextDecoder();
     this.text = prompt;
     this.out.textContent = prompt;
@@ -100,6 +151,6 @@ export class SampleView {
     this.out.dataset.tokens = "0";
     $("#sample-tps").textContent = "";
     $("#sample-copy-status").textContent = "";
-    this.client.send({ type: "sample", prompt, options: { temperature, topK, topP, seed, maxTokens } });
+    this.client.send({ type: "sample", prompt, options, adapter });
   }
 }

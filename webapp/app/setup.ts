@@ -2,10 +2,11 @@
 // memory and measured time per step, a custom shape, and the run options,
 // with the seed, learning rate, warm-up and batch under Advanced for every size.
 import { checkModelConfig, defaultTrainConfig, paramCount, presets } from "../engine/model";
+import type { LoraSettings, Projection } from "../engine/lora";
 import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
 import type { Fit } from "../worker/fit";
-import type { BackendChoice, Intervals, RunSettings } from "../worker/protocol";
+import type { BackendChoice, Intervals, RunSettings, Status } from "../worker/protocol";
 import { $ } from "./dom";
 import { bytes, count, duration, msPerStep } from "./format";
 
@@ -75,11 +76,13 @@ export class Setup {
    * do with it; null hides that. For a file's model, Steps (a target step
    * count) is raised above its step when it is not already.
    */
-  showLoaded(model: ModelConfig | null, step: number, fromFile: boolean): void {
+  showLoaded(model: ModelConfig | null, step: number, fromFile: boolean, adapter: Status["adapter"] = null): void {
     const note = $("#loaded-shape");
     note.hidden = model === null;
     if (!model) return;
-    note.textContent = `Loaded: ${model.n_layer} layers × ${model.n_embd} wide, context ${model.block_size}, at step ${step}. Continue training trains it further${fromFile ? " on the text below, as a new run" : ""}; Start new model starts a fresh one of the size chosen here.`;
+    note.textContent = adapter
+      ? `Loaded: a rank-${adapter.rank} adapter on ${adapter.targets.join(", ")} at step ${step}, fine-tuning ${adapter.base} (${model.n_layer} layers × ${model.n_embd} wide), which stays as it was. Continue training fine-tunes it further${fromFile ? " on the text below, as a new run" : ""}; Merge folds it into the model as a file of its own.`
+      : `Loaded: ${model.n_layer} layers × ${model.n_embd} wide, context ${model.block_size}, at step ${step}. Continue training trains it further${fromFile ? " on the text below, as a new run" : ""}; Fine-tune trains an adapter on it instead; Start new model starts a fresh one of the size chosen here.`;
     const steps = $<HTMLInputElement>("#steps");
     if (fromFile && Number(steps.value) <= step) steps.value = String(step + Number(steps.defaultValue));
   }
@@ -126,6 +129,20 @@ export class Setup {
       steps: this.steps(),
       intervals: this.intervals(),
       backend: this.backend(),
+    };
+  }
+
+  /** What Fine-tune runs with on the loaded `model`: its own steps and learning rate over the Advanced settings, and the adapter's. */
+  fineTune(model: ModelConfig): { settings: RunSettings; lora: LoraSettings } {
+    const lr = Number($<HTMLInputElement>("#lora-lr").value);
+    if (!(lr > 0 && lr <= 1)) throw new Error("The fine-tuning learning rate must be above 0 and at most 1.");
+    const alpha = Number($<HTMLInputElement>("#lora-alpha").value);
+    if (!(alpha > 0 && alpha <= 10_000)) throw new Error("Alpha must be above 0 and at most 10000.");
+    const targets = [...document.querySelectorAll<HTMLInputElement>("input[name=lora-target]:checked")].map((i) => i.value as Projection);
+    if (!targets.length) throw new Error("Choose at least one projection for the adapter.");
+    return {
+      settings: { model, train: { ...this.train(), lr }, steps: intField("lora-steps", "Fine-tuning steps", 1, 1_000_000), intervals: this.intervals(), backend: this.backend() },
+      lora: { rank: intField("lora-rank", "Rank", 1, facts.lora.max_rank), alpha, targets },
     };
   }
 

@@ -5,6 +5,7 @@
 // levers that passed the numerics gate on this adapter.
 import { F32_KERNELS, type KernelTable } from "../engine/gpu/kernels";
 import { type BackendOptions, createBackend } from "../engine/index";
+import type { LoraSettings } from "../engine/lora";
 import type { Backend, BackendKind, ModelConfig, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
 import { gpuLevers } from "../levers/gpu";
@@ -40,9 +41,9 @@ export async function gpuRun(): Promise<{ kernels: KernelTable; paths: string[] 
   return { kernels: { ...F32_KERNELS, ...options.kernels }, paths: options.levers ?? [] };
 }
 
-function key(kind: BackendKind, model: ModelConfig, train: TrainConfig): string {
+function key(kind: BackendKind, model: ModelConfig, train: TrainConfig, lora?: LoraSettings): string {
   const { batch_size, beta1, beta2, eps, weight_decay, grad_clip } = train;
-  return JSON.stringify([kind, model, batch_size, beta1, beta2, eps, weight_decay, grad_clip]);
+  return JSON.stringify([kind, model, batch_size, beta1, beta2, eps, weight_decay, grad_clip, lora ?? null]);
 }
 
 export class Backends {
@@ -57,18 +58,21 @@ export class Backends {
     return (await resolveKind(choice, this.best)).kind;
   }
 
-  /** A backend of the chosen kind; "auto" falls back to the CPU when WebGPU fails, saying why. */
-  async get(choice: BackendChoice, model: ModelConfig, train: TrainConfig, quiet = false): Promise<Backend> {
+  /**
+   * A backend of the chosen kind (one that fine-tunes an adapter with `lora`); "auto" falls back
+   * to the CPU when WebGPU fails, saying why.
+   */
+  async get(choice: BackendChoice, model: ModelConfig, train: TrainConfig, quiet = false, lora?: LoraSettings): Promise<Backend> {
     const { kind, fallback } = await resolveKind(choice, this.best);
-    const spare = this.take(key(kind, model, train));
+    const spare = this.take(key(kind, model, train, lora));
     if (spare) return spare;
     this.clear(); // free its memory before building another
     try {
-      return await createBackend(kind, model, train, kind === "webgpu" ? (await gated()).options : {});
+      return await createBackend(kind, model, train, { ...(kind === "webgpu" ? (await gated()).options : {}), lora });
     } catch (e) {
       if (kind !== "webgpu" || !fallback) throw e;
       if (!quiet) this.warn(`WebGPU could not start (${(e as Error).message}); using the CPU instead.`);
-      return this.take(key("wasm", model, train)) ?? createBackend("wasm", model, train);
+      return this.take(key("wasm", model, train, lora)) ?? createBackend("wasm", model, train, { lora });
     }
   }
 

@@ -45,7 +45,7 @@ export async function cpuPaths(model: ModelConfig, batch: number): Promise<strin
 /** `interrupt`: the page's request flag, which every CPU backend reads between the jobs of a step. */
 export function registerCpuBackend(url: string, interrupt: Int32Array | null): void {
   wasmUrl = url;
-  registerBackend("wasm", async (model, train) => {
+  registerBackend("wasm", async (model, train, opts) => {
     if (!wasmUrl) throw new Error("this page was built without the WebAssembly backend");
     return createCpuBackend(model, {
       wasm: await bytes(),
@@ -53,6 +53,7 @@ export function registerCpuBackend(url: string, interrupt: Int32Array | null): v
       workerUrl: self.location.href,
       interrupt: interrupt ?? undefined,
       optimizer: { beta1: train.beta1, beta2: train.beta2, eps: train.eps, weight_decay: train.weight_decay, grad_clip: train.grad_clip },
+      lora: opts.lora,
     });
   });
 }

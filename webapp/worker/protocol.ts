@@ -1,5 +1,6 @@
 // The messages between the page (webapp/app) and the training worker. One
 // file so both sides agree; every message is a plain structured-clonable object.
+import type { LoraSettings } from "../engine/lora";
 import type { BackendKind, HistoryPoint, ModelConfig, SampleOptions, TrainConfig } from "../engine/types";
 import type { Verdict } from "../levers/gate";
 import type { Fit } from "./fit";
@@ -56,6 +57,8 @@ export interface CheckpointInfo {
   dataset: string | null;
   bytes: number;
   savedAt: string; // ISO time
+  /** A fine-tuning run's base: what the user called it (its checkpoints are the adapter's). */
+  base: string | null;
   busy: boolean; // open in another tab
   current: boolean; // the run loaded in this tab
 }
@@ -87,13 +90,18 @@ export type ToWorker =
   | { type: "start"; settings: RunSettings; corpus: CorpusData }
   /** A new run from the loaded file's model (an import or a gallery model), trained further. */
   | { type: "continueFile"; settings: RunSettings; corpus: CorpusData }
+  /** A new run that fine-tunes the loaded model with a new adapter: the model stays frozen. */
+  | { type: "fineTune"; settings: RunSettings; lora: LoraSettings; corpus: CorpusData }
   | { type: "pause" }
   | { type: "resume"; steps: number; intervals: Intervals }
   | { type: "stop" }
   | { type: "reset" }
-  | { type: "sample"; prompt: string; options: Required<Pick<SampleOptions, "temperature" | "topK" | "topP" | "seed" | "maxTokens">> }
+  /** adapter: with the loaded adapter's terms (the default), or false for its base alone. */
+  | { type: "sample"; prompt: string; options: Required<Pick<SampleOptions, "temperature" | "topK" | "topP" | "seed" | "maxTokens">>; adapter?: boolean }
   | { type: "stopSample" }
   | { type: "export" }
+  /** The loaded adapter folded into its base, exported as a plain model. */
+  | { type: "merge" }
   /** A model file, still on disk: the worker reads its preamble and header before the rest; `ref` comes back in "imported". */
   | { type: "import"; name: string; file: Blob; backend: BackendChoice; ref: string }
   | { type: "listCheckpoints" }
@@ -101,7 +109,7 @@ export type ToWorker =
   | { type: "deleteCheckpoint"; id: string };
 
 /** The commands that need the device: each ends a time-per-step measurement in progress. */
-export const NEEDS_DEVICE: ReadonlySet<ToWorker["type"]> = new Set(["start", "continueFile", "resume", "sample", "import", "openCheckpoint", "export"]);
+export const NEEDS_DEVICE: ReadonlySet<ToWorker["type"]> = new Set(["start", "continueFile", "fineTune", "resume", "sample", "import", "openCheckpoint", "export", "merge"]);
 
 export interface Progress {
   step: number;
@@ -130,6 +138,8 @@ export interface Status {
   canTrain: boolean;
   /** Steps of the loaded model kept nowhere but this tab (saves failed, or none yet): replacing it loses them. */
   unsaved: number;
+  /** The loaded model is an adapter being fine-tuned: its settings and what its base is called. */
+  adapter: (LoraSettings & { base: string }) | null;
 }
 
 export type MessageLevel = "info" | "warn" | "error";

@@ -1,19 +1,26 @@
 // The worker's one training session: the Trainer, its run in OPFS, the
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
-import { CheckpointError, DeviceLostError, Interrupted, createTrainer, loadTrainer, planBlob } from "../engine/index";
+import { CheckpointError, DeviceLostError, Interrupted, createTrainer, defaultTrainConfig, fineTuneTrainer, loadTrainer, planBlob, readCheckpoint, writeCheckpoint } from "../engine/index";
+import { type LoraSettings, mergeAdapter, weightsSha256 } from "../engine/lora";
 import { chooseInt8, hasInt8Decoding } from "../levers/int8/lever";
 import type { GPTTrainer } from "../engine/index";
 import type { Plan } from "../engine/checkpoint";
-import type { ModelConfig, RunRecord, SampleOptions, TrainConfig } from "../engine/types";
+import type { RunRecord, SampleOptions, TrainConfig } from "../engine/types";
 import { Backends } from "./backends";
 import { plainWords as describe } from "./errors";
 import { REQUESTS } from "./protocol";
 import type { BackendChoice, FromWorker, Intervals, Progress, Request, RunSettings, Status, WorkerState } from "./protocol";
 import { webnnActive, webnnSampler } from "./webnn";
-import { StorageFullError, holdRunLock, loadCorpus, loadRun, saveCorpus, saveRun } from "./store";
+import { StorageFullError, holdRunLock, loadBase, loadCorpus, loadRun, saveBase, saveCorpus, saveRun } from "./store";
 
 type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
+/** A model as a file: what an adapter fine-tunes, named by the sha256 of its weights as the adapter names it. */
+interface Base {
+  name: string;
+  bytes: Uint8Array;
+  sha256: string;
+}
 
 const DIVERGED_LOSS = facts.app.diverged_loss_factor * Math.log(facts.vocab_size);
 const PRODUCER = "tinygpt-web";
@@ -55,7 +62,10 @@ export class Session {
   private segmentStart: number | null = null;
   // A model loaded from a file with no run of its own (an import or a gallery
   // model): continueFile trains it further from these bytes on the chosen text.
-  private imported: { name: string; bytes: Uint8Array; adam: boolean } | null = null;
+  // An adapter's file comes with its base's.
+  private imported: { name: string; bytes: Uint8Array; adam: boolean; base: Base | null } | null = null;
+  /** Fine-tuning: the frozen model the loaded adapter is for, as a file. */
+  private base: Base | null = null;
 
   readonly backends: Backends;
   /** The page's shared request flag (protocol.ts REQUESTS); null where the page is not cross-origin isolated. */
@@ -84,6 +94,7 @@ export class Session {
       runId: this.runId,
       canTrain: this.canTrain,
       unsaved: t ? t.step - this.keptStep : 0,
+      adapter: t?.backend.adapter && this.base ? { ...t.backend.adapter.settings, base: this.base.name } : null,
     };
   }
 
@@ -103,13 +114,14 @@ export class Session {
     this.releaseLock = () => {};
     this.runId = null;
     this.imported = null;
+    this.base = null;
     this.canTrain = false;
     this.lastSaved = -1;
     this.triedSave = -1;
     this.elapsedMs = 0;
   }
 
-  private async adopt(trainer: GPTTrainer, runId: string | null, canTrain: boolean): Promise<boolean> {
+  private async adopt(trainer: GPTTrainer, runId: string | null, canTrain: boolean, base: Base | null = null): Promise<boolean> {
     let release = () => {};
     if (runId) {
       const lock = await holdRunLock(runId);
@@ -122,6 +134,7 @@ export class Session {
     }
     this.drop();
     this.trainer = trainer;
+    this.base = base;
     this.runId = runId;
     this.releaseLock = release;
     this.canTrain = canTrain;
@@ -151,10 +164,44 @@ export class Session {
       this.say("warn", `${imported.name} is already at step ${from}; raise Steps above it to train further.`);
       return this.setState(this.state);
     }
-    const loaded = (model: ModelConfig, train: TrainConfig) => this.backends.get(settings.backend, model, train);
-    await this.begin(settings, name, corpus, () => loadTrainer(imported.bytes, loaded, settings.train, { producer: PRODUCER }), () => {
+    const make = () => this.load(imported.bytes, settings.backend, imported.base, settings.train, imported.name);
+    await this.begin(settings, name, corpus, make, () => {
       this.say("info", `Training ${imported.name} further from step ${from} on ${name}${imported.adam ? ", with its saved optimizer state" : "; the file has no optimizer state, so Adam starts afresh"}.`);
-    });
+    }, imported.base);
+  }
+
+  /**
+   * A new run that fine-tunes the loaded model (a run, an import or a gallery model) with a new
+   * adapter on the chosen text: the model is frozen, and the run's checkpoints are the adapter's.
+   */
+  async fineTune(settings: RunSettings, lora: LoraSettings, name: string, corpus: Uint8Array): Promise<void> {
+    const t = this.trainer;
+    if (!t || this.base) {
+      this.say("error", t ? "The loaded model is an adapter already: merge it into its base and import the merged model to fine-tune that." : "Load a model to fine-tune first: train one, import one or choose one from the gallery.");
+      return this.setState(this.state); // the page disabled its button until it hears back
+    }
+    let base: Base;
+    try {
+      base = await this.baseOf(t);
+    } catch (e) {
+      this.say("error", `Could not start fine-tuning: ${describe(e)}`);
+      return this.setState(this.state);
+    }
+    await this.begin(settings, name, corpus, async () => {
+      const ck = readCheckpoint(base.bytes);
+      const backend = await this.backends.get(settings.backend, ck.model, settings.train, false, lora);
+      return fineTuneTrainer(backend, ck, settings.train, null, { base: base.name, adapter: "the adapter" }, { producer: PRODUCER });
+    }, () => {
+      this.say("info", `Fine-tuning ${base.name} on ${name} with a rank-${lora.rank} adapter on ${lora.targets.join(", ")}; the model itself stays as it was.`);
+    }, base);
+  }
+
+  /** The loaded model as a base to fine-tune: its file where it came from one, else its weights written as one. */
+  private async baseOf(t: GPTTrainer): Promise<Base> {
+    const file = this.imported;
+    const bytes = file ? file.bytes : await t.save(false);
+    const name = file ? file.name : `the model at step ${t.step}${t.dataset ? ` on ${t.dataset.name}` : ""}`;
+    return { name, bytes, sha256: await weightsSha256(readCheckpoint(bytes).params) };
   }
 
   /**
@@ -162,7 +209,7 @@ export class Session {
    * text and trains it to the target; `ready` runs just before training.
    * Until the new trainer is adopted, the loaded model stays.
    */
-  private async begin(settings: RunSettings, name: string, corpus: Uint8Array, make: () => Promise<GPTTrainer>, ready = () => {}): Promise<void> {
+  private async begin(settings: RunSettings, name: string, corpus: Uint8Array, make: () => Promise<GPTTrainer>, ready = () => {}, base: Base | null = null): Promise<void> {
     const previous = this.state;
     this.setState("loading");
     let trainer: GPTTrainer | null = null;
@@ -175,14 +222,15 @@ export class Session {
       return this.setState(previous);
     }
     const runId = crypto.randomUUID();
-    if (!(await this.adopt(trainer, runId, true))) return this.setState(previous);
+    if (!(await this.adopt(trainer, runId, true, base))) return this.setState(previous);
     this.lastSaved = -1;
     // A model trained further keeps the training time its file recorded.
     this.elapsedMs = trainer.savedRun?.elapsed_ms ?? 0;
     try {
       await saveCorpus(runId, trainer.dataset!.sha256, corpus);
+      if (base) await saveBase(runId, base.sha256, base.bytes);
     } catch (e) {
-      this.say("warn", `Could not keep a copy of the text in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
+      this.say("warn", `Could not keep a copy of the ${base ? "text and the model under the adapter" : "text"} in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
     }
     ready();
     await this.train(settings.steps, settings.intervals);
@@ -196,6 +244,7 @@ export class Session {
     this.intervals = intervals;
     this.target = steps;
     this.running = true;
+    if (t.backend.adapter) t.backend.adapter.enabled = true; // validation judges the adapter too
     this.takeRequest(); // one left from before this segment is not for it
     this.setState("training");
     const tokensPerStep = t.config.batch_size * t.model.block_size;
@@ -351,7 +400,8 @@ export class Session {
     try {
       // The writer refuses non-finite weights or moments, as every reader would.
       const bytes = await t.save(true, this.runRecord());
-      await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, savedAt: new Date().toISOString() }, bytes);
+      const base = this.base && { sha256: this.base.sha256, name: this.base.name };
+      await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, base, savedAt: new Date().toISOString() }, bytes);
       this.lastSaved = this.keptStep = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
       this.post({ type: "status", status: this.status() });
@@ -390,10 +440,16 @@ export class Session {
     const previous = this.state;
     this.setState("loading");
     let trainer: GPTTrainer | null = null;
+    let base: Base | null = null;
     let canTrain = false;
     try {
       const { meta, bytes } = await loadRun(id);
-      trainer = await this.load(bytes, choice);
+      if (meta.base) {
+        const kept = await loadBase(meta.base.sha256);
+        if (!kept) throw new Error(`it fine-tunes ${meta.base.name}, which browser storage no longer holds`);
+        base = { ...meta.base, bytes: kept };
+      }
+      trainer = await this.load(bytes, choice, base);
       if (meta.dataset) {
         const corpus = await loadCorpus(meta.dataset.sha256);
         if (corpus) {
@@ -407,7 +463,7 @@ export class Session {
       this.setState(previous === "loading" ? "empty" : previous);
       return;
     }
-    if (!(await this.adopt(trainer, id, canTrain))) return this.setState(previous);
+    if (!(await this.adopt(trainer, id, canTrain, base))) return this.setState(previous);
     this.restoreRun(trainer, steps, intervals, trainer.config);
     if (!quiet) this.say("info", `Loaded the run at step ${trainer.step} on ${trainer.backend.kind === "webgpu" ? "WebGPU" : "WebAssembly"}.${canTrain ? "" : " Its text is no longer stored, so it cannot resume; export it and import the file to train it further on a text you choose."}`);
     if (train && canTrain && this.target > trainer.step) return this.train(this.target, this.intervals);
@@ -415,8 +471,23 @@ export class Session {
     this.setState("ready");
   }
 
-  private async load(bytes: Uint8Array, choice: BackendChoice): Promise<GPTTrainer> {
-    return loadTrainer(bytes, (model, train) => this.backends.get(choice, model, train), undefined, { producer: PRODUCER });
+  /**
+   * A trainer from a file's bytes (with `train`, trained by it, else by the file's settings): a
+   * model, or an adapter on `base` (refused, naming both, when it belongs to another model).
+   */
+  private async load(bytes: Uint8Array, choice: BackendChoice, base: Base | null = null, train?: TrainConfig, name = "the adapter"): Promise<GPTTrainer> {
+    const ck = readCheckpoint(bytes);
+    if (!ck.adapter) return loadTrainer(bytes, (model, config) => this.backends.get(choice, model, config), train, { producer: PRODUCER });
+    if (!base) throw new Error(`${name} is a LoRA adapter: load the model it was fine-tuned from first`);
+    const config = train ?? ck.train ?? defaultTrainConfig(16, facts.lora.lr);
+    const baseCk = readCheckpoint(base.bytes);
+    const backend = await this.backends.get(choice, ck.model, config, false, { rank: ck.adapter.rank, alpha: ck.adapter.alpha, targets: ck.adapter.targets });
+    try {
+      return await fineTuneTrainer(backend, baseCk, config, ck, { base: base.name, adapter: name }, { producer: PRODUCER });
+    } catch (e) {
+      backend.dispose();
+      throw e;
+    }
   }
 
   /**
@@ -439,17 +510,22 @@ export class Session {
     const previous = this.state;
     this.setState("loading");
     let trainer: GPTTrainer;
+    let base: Base | null = null;
     try {
-      trainer = await this.load(bytes, choice);
+      // An adapter goes onto the loaded model, which must be the one it was fine-tuned from.
+      if (plan.adapter && this.trainer && !this.base) base = await this.baseOf(this.trainer);
+      trainer = await this.load(bytes, choice, base, undefined, name);
     } catch (e) {
       refused(e);
       this.setState(previous);
       return false;
     }
-    await this.adopt(trainer, null, false);
-    this.imported = { name, bytes, adam: plan.moments };
+    await this.adopt(trainer, null, false, base);
+    this.imported = { name, bytes, adam: plan.moments, base };
     this.restoreRun(trainer, trainer.step, this.intervals, plan.train);
-    this.say("info", `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Continue training; Start new model starts a fresh one instead.`);
+    this.say("info", base
+      ? `Loaded the adapter ${name} onto ${base.name}: step ${trainer.step}. Sampling uses it; to fine-tune it further, choose a text and press Continue training.`
+      : `Loaded ${name}: step ${trainer.step}, ${trainer.model.n_layer} layers, ${trainer.model.n_embd} wide. To train it further, choose a text and press Continue training; Start new model starts a fresh one instead.`);
     this.setState("ready");
     return true;
   }
@@ -458,7 +534,20 @@ export class Session {
     const t = this.trainer;
     if (!t) return this.say("error", "There is no model to export yet.");
     const bytes = await t.save(true, this.runRecord());
-    const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}-step${t.step}${facts.format.extension}`;
+    const adapter = t.backend.adapter ? `-adapter-r${t.backend.adapter.settings.rank}` : "";
+    const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}${adapter}-step${t.step}${facts.format.extension}`;
+    this.post({ type: "exported", name, bytes }, [bytes.buffer]);
+  }
+
+  /** The loaded adapter folded into its base (W + scale A B), exported as a plain model file. */
+  async mergeModel(): Promise<void> {
+    const t = this.trainer, slot = t?.backend.adapter, base = this.base;
+    if (!t || !slot || !base) return this.say("error", "There is no adapter loaded to merge.");
+    const ck = readCheckpoint(base.bytes);
+    const merged = mergeAdapter(t.model, ck.params, slot.settings, (await slot.getState()).params);
+    const bytes = writeCheckpoint({ ...ck, params: merged, m: undefined, v: undefined, adapter: null,
+      provenance: { ...ck.provenance, merged_adapter: { ...slot.settings, base_sha256: base.sha256, step: t.step } } }, { producer: PRODUCER });
+    const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}-merged-r${slot.settings.rank}-step${t.step}${facts.format.extension}`;
     this.post({ type: "exported", name, bytes }, [bytes.buffer]);
   }
 
@@ -469,9 +558,11 @@ export class Session {
     this.setState("empty");
   }
 
-  async sample(prompt: string, options: SampleOptions & { seed: number }): Promise<void> {
+  /** `adapter` false: the loaded adapter's base alone, for comparing the two from one seed. */
+  async sample(prompt: string, options: SampleOptions & { seed: number }, adapter = true): Promise<void> {
     const t = this.trainer;
     if (!t) return this.say("error", "There is no model to sample from yet.");
+    if (t.backend.adapter) t.backend.adapter.enabled = adapter;
     this.stopSampling = false;
     this.takeRequest();
     const previous = this.state; // ready, or paused: a paused run stays paused
@@ -508,6 +599,7 @@ export class Session {
     post();
     const seconds = (performance.now() - t0) / 1000;
     const webnn = (via?.produced ?? 0) - viaBefore;
+    if (t.backend.adapter) t.backend.adapter.enabled = true;
     this.post({ type: "sampleDone", tokens: n, tokPerSec: seconds > 0 ? n / seconds : 0, backend: t.backend.kind, paths: t.backend.paths, seed: options.seed, chosenOnGpu: !!t.backend.sampleTokens && webnn < n, webnn });
     this.setState(previous);
   }

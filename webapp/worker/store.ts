@@ -14,6 +14,9 @@
 // A temporary file's name starts with the id of the run that writes it
 // (runs/<id>.tinygpt.tmp, runs/<id>.json.tmp, corpora/<id>.<sha256>.tmp), so
 // `recover` knows whose lock must be free before it may touch the file.
+//
+// A fine-tuning run's checkpoints are its adapter's; the frozen model under it is
+// kept once in bases/, named by the sha256 of its weights, as its adapter names it.
 import type { ModelConfig } from "../engine/types";
 import type { CheckpointInfo } from "./protocol";
 
@@ -22,6 +25,8 @@ export interface RunMeta {
   step: number;
   model: ModelConfig;
   dataset: { name: string; bytes: number; sha256: string } | null;
+  /** A fine-tuning run's base: the sha256 of its weights (bases/ keeps it by that) and what the user called it. */
+  base?: { sha256: string; name: string } | null;
   bytes: number;
   savedAt: string;
 }
@@ -35,6 +40,7 @@ export class StorageFullError extends Error {
 
 const RUNS = "runs";
 const CORPORA = "corpora";
+const BASES = "bases";
 export const lockName = (id: string) => `tinygpt-run-${id}`;
 
 async function dir(name: string): Promise<FileSystemDirectoryHandle> {
@@ -118,7 +124,8 @@ export async function listRuns(currentId: string | null): Promise<CheckpointInfo
     try {
       const meta = JSON.parse(await (await (handle as FileSystemFileHandle).getFile()).text()) as RunMeta;
       if ((await size(folder, `${meta.id}.tinygpt`)) !== meta.bytes) continue;
-      out.push({ id: meta.id, step: meta.step, model: meta.model, dataset: meta.dataset?.name ?? null, bytes: meta.bytes, savedAt: meta.savedAt, busy: meta.id !== currentId && held.has(lockName(meta.id)), current: meta.id === currentId });
+      out.push({ id: meta.id, step: meta.step, model: meta.model, dataset: meta.dataset?.name ?? null, bytes: meta.bytes, savedAt: meta.savedAt,
+        base: meta.base?.name ?? null, busy: meta.id !== currentId && held.has(lockName(meta.id)), current: meta.id === currentId });
     } catch {
       // A record cut short, or one not of the checkpoint beside it (another tab
       // between its two moves, or a crash there before `recover`): not offered.
@@ -134,7 +141,7 @@ export async function listRuns(currentId: string | null): Promise<CheckpointInfo
 export async function recover(): Promise<void> {
   const runs = await dir(RUNS);
   const temps = new Map<string, { folder: FileSystemDirectoryHandle; name: string }[]>();
-  for (const folder of [runs, await dir(CORPORA)]) {
+  for (const folder of [runs, await dir(CORPORA), await dir(BASES)]) {
     for await (const [name, handle] of entries(folder)) {
       if (handle.kind !== "file" || !name.endsWith(".tmp")) continue;
       const id = name.slice(0, name.indexOf("."));
@@ -159,9 +166,9 @@ export async function recover(): Promise<void> {
   }
 }
 
-/** Keeps the text a run trains on, once per content; `runId` is the run whose lock is held. */
-export async function saveCorpus(runId: string, sha256: string, bytes: Uint8Array): Promise<void> {
-  const folder = await dir(CORPORA);
+/** Keeps `bytes` in `name`/<sha256>, once per content; `runId` is the run whose lock is held. */
+async function keep(name: string, runId: string, sha256: string, bytes: Uint8Array): Promise<void> {
+  const folder = await dir(name);
   // A copy of another size was cut short by an older version of this store.
   if ((await size(folder, sha256).catch(() => -1)) === bytes.length) return;
   const tmp = `${runId}.${sha256}.tmp`;
@@ -172,13 +179,20 @@ export async function saveCorpus(runId: string, sha256: string, bytes: Uint8Arra
   });
 }
 
-export async function loadCorpus(sha256: string): Promise<Uint8Array | null> {
+async function kept(name: string, sha256: string): Promise<Uint8Array | null> {
   try {
-    return await readFile(await dir(CORPORA), sha256);
+    return await readFile(await dir(name), sha256);
   } catch {
     return null;
   }
 }
+
+/** The text a run trains on, by its sha256. */
+export const saveCorpus = (runId: string, sha256: string, bytes: Uint8Array) => keep(CORPORA, runId, sha256, bytes);
+export const loadCorpus = (sha256: string) => kept(CORPORA, sha256);
+/** The model file a fine-tuning run's adapter is for, by the sha256 of its weights. */
+export const saveBase = (runId: string, sha256: string, bytes: Uint8Array) => keep(BASES, runId, sha256, bytes);
+export const loadBase = (sha256: string) => kept(BASES, sha256);
 
 /**
  * Holds the run's lock until `release` is called. Resolves false when another

@@ -37,7 +37,8 @@ export const webnnVerdict = async (): Promise<Verdict> => (await lever()).verdic
 
 /** The sampler for `t` at its current step, or null where WebNN is off. */
 export async function webnnSampler(t: GPTTrainer): Promise<WebnnSampler | null> {
-  if (off) return null;
+  // Its graph holds the model's weights alone: an adapter's terms are not in it.
+  if (off || t.backend.adapter) return null;
   if (built?.trainer !== t || built.step !== t.step) {
     const { context } = await lever();
     if (!context) return null;

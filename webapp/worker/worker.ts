@@ -101,6 +101,8 @@ async function handle(msg: ToWorker): Promise<void> {
       return exclusive(() => session.start(msg.settings, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
     case "continueFile":
       return exclusive(() => session.continueFile(msg.settings, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
+    case "fineTune":
+      return exclusive(() => session.fineTune(msg.settings, msg.lora, msg.corpus.name, msg.corpus.bytes).then(checkpoints));
     case "resume":
       return exclusive(() => session.train(msg.steps, msg.intervals));
     case "reset":
@@ -110,9 +112,11 @@ async function handle(msg: ToWorker): Promise<void> {
         await checkpoints();
       });
     case "sample":
-      return exclusive(() => session.sample(msg.prompt, msg.options));
+      return exclusive(() => session.sample(msg.prompt, msg.options, msg.adapter));
     case "export":
       return exclusive(() => session.exportModel());
+    case "merge":
+      return exclusive(() => session.mergeModel());
     case "import":
       return exclusive(async () => post({ type: "imported", ref: msg.ref, ok: await session.import(msg.name, msg.file, msg.backend) }));
     case "openCheckpoint":
