@@ -26,7 +26,7 @@ import { test } from "node:test";
 import facts from "../../../tinygpt/facts.json";
 import { readCheckpoint, writeCheckpoint } from "../checkpoint";
 import { tensorLayout } from "../model";
-import { adapterLayout, mergeAdapter, type LoraSettings } from "../lora";
+import { adapterLayout, mergeAdapter, type LoraSettings, weightsSha256 } from "../lora";
 import { loadTrainer } from "../index";
 import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../types";
@@ -212,7 +212,7 @@ export function conformance(s: Subject): void {
       // Only the adapter trains: less memory than the plain backend, which has trained a step too.
       await plain.trainStep(x0, y0, g.train.lr);
       assert.ok(b.residentBytes < plain.residentBytes, `fine-tuning holds ${b.residentBytes} bytes, full training ${plain.residentBytes}`);
-      const trainer = new GPTTrainer(b, g.config, g.train, { step: 0 });
+      const trainer = new GPTTrainer(b, g.config, g.train, { step: 0, baseSha256: await weightsSha256(base) });
       const sample = await trainer.sample(Uint8Array.from(L.sample.prompt), { temperature: 0, topK: 0, maxTokens: L.sample.max_new_tokens }, () => {});
       assert.ok(L.sample.min_margin > 1e-3);
       assert.deepEqual([...sample], L.sample.tokens, "greedy sample of base + adapter");
