@@ -75,11 +75,10 @@ def test_engine_node_tests_pass(node_run):
     assert run.returncode == 0, f"node --test exited {run.returncode}\n{run.stdout}\n{run.stderr}"
     if NO_DRIVER:
         pytest.skip(f"the WebGPU tests skipped: {NO_DRIVER}")
-    # The only skips allowed: a GPU lever whose feature the adapter lacks (SwiftShader: shader-f16),
-    # and the LoRA case, which the WebGPU backend declares it cannot run yet (issue 15).
+    # A GPU lever whose feature the adapter lacks (SwiftShader: shader-f16) is the only skip allowed.
     skipped = int(re.search(r"^# skipped (\d+)", run.stdout, re.M)[1])
-    allowed = len(re.findall(r"# SKIP (the adapter lacks |no LoRA on the WebGPU backend yet)", run.stdout))
-    assert skipped == allowed, f"a Node test was skipped:\n{run.stdout}"
+    lacking = len(re.findall(r"# SKIP the adapter lacks ", run.stdout))
+    assert skipped == lacking, f"a Node test was skipped:\n{run.stdout}"
 
 
 def test_python_reads_the_engines_resave_of_its_file(node_run):

@@ -40,10 +40,7 @@ export type BackendFactory = (model: ModelConfig, train: TrainConfig, opts: Back
 // which knows where its module and thread script live; hosts that never use it
 // (the Node CLI) do not bundle it.
 const factories = new Map<BackendKind, BackendFactory>([
-  ["webgpu", (model, train, opts) => {
-    if (opts.lora) throw new Error("the WebGPU backend does not fine-tune yet");
-    return createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers, int8: opts.int8 });
-  }],
+  ["webgpu", (model, train, opts) => createGpuBackend(model, train, { gpu: opts.gpu ?? globalThis.navigator?.gpu, adapter: opts.adapter, kernels: opts.kernels, features: opts.features, levers: opts.levers, int8: opts.int8, lora: opts.lora })],
 ]);
 
 export function registerBackend(kind: BackendKind, factory: BackendFactory): void {

@@ -2,13 +2,20 @@
 // on the GPU; a training step is one command buffer (forward, loss, backward,
 // grad norm, clip, AdamW) whose loss is copied to a mappable buffer and read
 // asynchronously, so several steps can be in flight.
+//
+// Made with a lora option, it fine-tunes (graph.ts says how): the parameters are a frozen base
+// with no gradients or moments on the GPU, and those buffers are the adapter's, in its own
+// layout; a step clips and updates the adapter alone, counting its own steps. Loss, prefill,
+// decode and sampleTokens run the plans with or without the adapter's terms, as its switch says.
+// It has no int8 decoding path: the adapter's tensors have no int8 copy.
 
-import type { Backend, Draw, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../types";
+import type { AdapterSlot, Backend, Draw, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../types";
+import { type LoraSettings, loraScale } from "../lora";
 import { checkModelConfig } from "../model";
 import { type GpuContext, DeviceWatch, requestGpu } from "./device";
 import { floatToHalf } from "../f16";
-import { type GpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
-import { Graph, type ParamBuffers } from "./graph";
+import { type FlatLayout, type GpuLayout, adapterGpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
+import { type AdapterBuffers, Graph, type ParamBuffers } from "./graph";
 import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
 import { type AnyOp, F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
 import { type Int8Layout, int8Layout } from "../quantize";
@@ -47,26 +54,37 @@ export function trainingLayout(model: ModelConfig, kernels: KernelTable, alignBy
 /**
  * Every buffer a backend of this shape holds from its creation (all but the
  * params uniforms and the readback pool): parameters, gradients, Adam moments,
- * the packed-half mirror where the table uses one, both graphs' activations and the gradient norm's scratch. The backend
+ * the packed-half mirror where the table uses one, both graphs' activations and the gradient norm's scratch;
+ * fine-tuning with `lora`, the adapter's tensors (and their mirror) and [s], and the gradients and
+ * moments the adapter's, not the frozen parameters'. The backend
  * allocates through it, and plan.ts runs it on a stand-in device that only
  * records sizes, so the figure shown before Start is the backend's own.
  */
-export function allocateTraining(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, batch: number) {
+export function allocateTraining(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, batch: number, lora?: LoraSettings) {
   const buffers: GPUBuffer[] = [];
   const buffer = (label: string, size: number, usage: number) => {
     const b = device.createBuffer({ label, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
     buffers.push(b);
     return b;
   };
-  const paramBuf = (label: string) => buffer(label, layout.total * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
-  const mirror = usesMirror(kernels) ? buffer("parameters as halves", layout.total * 2, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST) : null;
-  const bufs: ParamBuffers = { params: paramBuf("parameters"), grads: paramBuf("gradients"), m: paramBuf("adam m"), v: paramBuf("adam v"), mirror };
+  const floats = (label: string, n: number) => buffer(label, n * 4, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST);
+  const halves = (label: string, n: number) => (usesMirror(kernels) ? buffer(label, n * 2, GPUBufferUsage.STORAGE | GPUBufferUsage.COPY_DST) : null);
+  const adapterOf = (settings: LoraSettings): AdapterBuffers => {
+    const own = adapterGpuLayout(model, settings, device.limits.minStorageBufferOffsetAlignment, usesMirror(kernels));
+    return { settings, layout: own, params: floats("adapter", own.total), mirror: halves("adapter as halves", own.total), scale: floats("adapter scale", 1) };
+  };
+  const adapter = lora ? adapterOf(lora) : null;
+  const trained = adapter?.layout.total ?? layout.total;
+  const bufs: ParamBuffers = {
+    params: floats("parameters", layout.total), mirror: halves("parameters as halves", layout.total),
+    grads: floats("gradients", trained), m: floats("adam m", trained), v: floats("adam v", trained), adapter,
+  };
   const trainGraph = new Graph(device, kernels, model, layout, bufs, batch, true);
   const sampleGraph = new Graph(device, kernels, model, layout, bufs, 1, false);
-  const nPartials = Math.min(Math.ceil(layout.total / 256), PARTIALS_MAX);
+  const nPartials = Math.min(Math.ceil(trained / 256), PARTIALS_MAX);
   const partials = buffer("grad norm partials", nPartials * 4, GPUBufferUsage.STORAGE);
   const norm = buffer("grad norm", 16, GPUBufferUsage.STORAGE);
-  return { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm };
+  return { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm };
 }
 
 export interface GpuBackendOptions {
@@ -89,6 +107,8 @@ export interface GpuBackendOptions {
    * on one device compile each kernel once. The caller destroys it; dispose() does not.
    */
   context?: GpuContext;
+  /** Fine-tune an adapter with these settings on a frozen base (Backend.adapter). */
+  lora?: LoraSettings;
 }
 
 export async function createGpuBackend(model: ModelConfig, train: TrainConfig, opts: GpuBackendOptions = {}): Promise<GpuBackend> {
@@ -101,8 +121,8 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
   const owned = !opts.context;
   try {
     const table = { ...F32_KERNELS, ...opts.kernels };
-    const int8 = opts.int8 && int8Fits(model, { ...table, ...opts.int8 }) ? new Pipelines({ ...table, ...opts.int8 }) : null;
-    const backend = new GpuBackend(ctx, new Pipelines(table), model, train, owned, opts.levers ?? [], int8);
+    const int8 = opts.int8 && !opts.lora && int8Fits(model, { ...table, ...opts.int8 }) ? new Pipelines({ ...table, ...opts.int8 }) : null;
+    const backend = new GpuBackend(ctx, new Pipelines(table), model, train, owned, opts.levers ?? [], int8, opts.lora);
     await backend.ready;
     return backend;
   } catch (e) {
@@ -120,6 +140,13 @@ export const int8Fits = (model: ModelConfig, kernels: KernelTable) => model.n_em
 /** The id of the int8 sampling lever (facts.levers), in Backend.paths while sampling runs on it. */
 const INT8 = "int8";
 
+/** The plans that run the model forward: a batch's loss, a prefill, a decoding step. */
+interface ForwardPlans {
+  loss: Dispatch[];
+  logits: Dispatch[];
+  decode: Dispatch[];
+}
+
 export class GpuBackend implements Backend, Int8Decoding {
   readonly kind = "webgpu" as const;
   readonly device: string;
@@ -133,9 +160,8 @@ export class GpuBackend implements Backend, Int8Decoding {
   private readonly sampleGraph: Graph;
   private readonly recorders: Recorder[] = [];
   private stepPlan: Dispatch[] = [];
-  private lossPlan: Dispatch[] = [];
-  private logitsPlan: Dispatch[] = [];
-  private decodePlan: Dispatch[] = [];
+  /** Without the adapter's terms, then (fine-tuning) with them. */
+  private forwardPlans: ForwardPlans[] = [];
   private int8Plan: Dispatch[] = [];
   /** Makes the int8 copy of the weights from the parameters (int8.ts recordInt8Copy). */
   private int8CopyPlan: Dispatch[] = [];
@@ -160,24 +186,32 @@ export class GpuBackend implements Backend, Int8Decoding {
   /** Every op its plans dispatch (a lever's gate checks that it ran the ops it replaces). */
   readonly ops: ReadonlySet<AnyOp>;
   private readonly adam: Recorder;
-  private readonly adamSlots: [number, number];
+  private readonly adamSlots: number[];
   private readonly adamSizes: Record<string, number>[];
   private readonly extra: GPUBuffer[] = [];
   private readonly staging: GPUBuffer[] = [];
+  /** The steps of what trains: the parameters, or the adapter. */
   private adamStep = 0;
+  /** Fine-tuning, the frozen base's step count, as setState gave it. */
+  private frozenStep = 0;
+  readonly adapter?: AdapterSlot;
   private stagingBytes = 0;
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, private readonly levers: readonly string[] = [], int8Pipelines: Pipelines | null = null) {
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, private readonly levers: readonly string[] = [], int8Pipelines: Pipelines | null = null, lora?: LoraSettings) {
     this.gpu = ctx.device;
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
     this.lost = this.watch.lost;
     this.layout = trainingLayout(model, pipelines.kernels, this.gpu.limits.minStorageBufferOffsetAlignment);
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
-    const { buffers, bufs, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size);
+    const { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size, lora);
     this.extra.push(...buffers);
+    if (lora) {
+      this.gpu.queue.writeBuffer(bufs.adapter!.scale, 0, Float32Array.of(loraScale(lora)));
+      this.adapter = this.adapterSlot(lora);
+    }
     if (int8Pipelines) {
       const layout = int8Layout(model, this.gpu.limits.minStorageBufferOffsetAlignment);
       const buffer = this.gpu.createBuffer({ label: "int8 weights", size: Math.max(16, layout.words * 4), usage: GPUBufferUsage.STORAGE });
@@ -188,35 +222,37 @@ export class GpuBackend implements Backend, Int8Decoding {
     this.bufs = bufs;
     this.trainGraph = trainGraph;
     this.sampleGraph = sampleGraph;
-    const n = this.layout.total;
 
     const step = this.recorder(pipelines);
-    this.trainGraph.forward(step);
+    this.trainGraph.forward(step, lora !== undefined);
     this.trainGraph.lossForward(step);
     this.trainGraph.backward(step);
-    const clip = { n, n_partials: nPartials, offset: 0, grad_clip: train.grad_clip, lr: 0, beta1: 0, beta2: 0, eps: 0, weight_decay: 0, bc1: 1, bc2: 1 };
+    const clip = { n: trained, n_partials: nPartials, offset: 0, grad_clip: train.grad_clip, lr: 0, beta1: 0, beta2: 0, eps: 0, weight_decay: 0, bc1: 1, bc2: 1 };
     step.op("grad_norm_partial", clip, { 1: this.bufs.grads, 2: partials });
     step.op("grad_norm_final", clip, { 3: partials, 4: norm });
 
     // AdamW's params change every step (lr, bias corrections): a recorder of its own.
     this.adam = this.recorder(pipelines);
-    const d = this.layout.decayEnd;
+    // An adapter is decayed whole (facts.json lora); the parameters' 2-D tensors come first.
+    const d = bufs.adapter ? trained : this.layout.decayEnd;
     this.adamSizes = [
       { n: d, offset: 0, weight_decay: train.weight_decay },
-      { n: n - d, offset: d, weight_decay: 0 },
-    ].map((s) => ({ ...clip, ...s, lr: train.lr, beta1: train.beta1, beta2: train.beta2, eps: train.eps }));
-    const adamBindings: Record<number, Binding> = { 1: this.bufs.grads, 5: norm, 6: this.bufs.params, 7: this.bufs.m, 8: this.bufs.v };
-    if (this.bufs.mirror) adamBindings[9] = this.bufs.mirror;
-    this.adamSlots = [this.adam.op("adamw", this.adamSizes[0], adamBindings), this.adam.op("adamw", this.adamSizes[1], adamBindings)];
+      { n: trained - d, offset: d, weight_decay: 0 },
+    ].filter((s) => s.n > 0).map((s) => ({ ...clip, ...s, lr: train.lr, beta1: train.beta1, beta2: train.beta2, eps: train.eps }));
+    const adamBindings: Record<number, Binding> = { 1: this.bufs.grads, 5: norm, 6: bufs.adapter?.params ?? this.bufs.params, 7: this.bufs.m, 8: this.bufs.v };
+    const mirror = bufs.adapter ? bufs.adapter.mirror : this.bufs.mirror;
+    if (mirror) adamBindings[9] = mirror;
+    this.adamSlots = this.adamSizes.map((s) => this.adam.op("adamw", s, adamBindings));
 
-    const loss = this.recorder(pipelines);
-    this.trainGraph.forward(loss);
-    this.trainGraph.lossForward(loss);
-
-    const logits = this.recorder(pipelines);
-    this.sampleGraph.forward(logits);
-    const decode = this.recorder(pipelines);
-    this.sampleGraph.decode(decode);
+    const forwards = (adapted: boolean) => {
+      const [loss, logits, decode] = [this.recorder(pipelines), this.recorder(pipelines), this.recorder(pipelines)];
+      this.trainGraph.forward(loss, adapted);
+      this.trainGraph.lossForward(loss);
+      this.sampleGraph.forward(logits, adapted);
+      this.sampleGraph.decode(decode, adapted);
+      return { loss, logits, decode };
+    };
+    const recorded = [forwards(false), ...(lora ? [forwards(true)] : [])];
     // The draw's params change with each sampleTokens call: a recorder of its own.
     this.sampler = this.recorder(pipelines);
     this.samplerSlot = this.sampleGraph.sample(this.sampler, { temperature: 0, top_k: 0, top_p: 1, seed: 0 });
@@ -230,11 +266,35 @@ export class GpuBackend implements Backend, Int8Decoding {
       if (int8) this.int8Plan = int8.finish("int8 decode");
       if (int8Copy) this.int8CopyPlan = int8Copy.finish("int8 copy");
       this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
-      this.lossPlan = loss.finish("loss");
-      this.logitsPlan = logits.finish("prefill");
-      this.decodePlan = decode.finish("decode");
+      this.forwardPlans = recorded.map((f) => ({ loss: f.loss.finish("loss"), logits: f.logits.finish("prefill"), decode: f.decode.finish("decode") }));
       this.samplePlan = this.sampler.finish("sample");
     });
+  }
+
+  /** The forward plans loss, prefill and decode run: with the adapter's terms where it has one, switched on. */
+  private get plans(): ForwardPlans {
+    return this.forwardPlans[this.adapter?.enabled ? 1 : 0];
+  }
+
+  /** The adapter's slot: its switch forgets the KV cache, which holds the other plans' keys and values. */
+  private adapterSlot(settings: LoraSettings): AdapterSlot {
+    let on = true;
+    const forget = () => this.forget();
+    return {
+      settings,
+      get enabled() {
+        return on;
+      },
+      set enabled(value: boolean) {
+        on = value;
+        forget();
+      },
+      setState: (state) => this.setAdapterState(state),
+      getState: () => {
+        const { layout, params } = this.bufs.adapter!;
+        return this.readState(layout, [params, this.bufs.m, this.bufs.v], () => this.adamStep);
+      },
+    };
   }
 
   /** The optional paths it runs: the levers its tables hold, and int8 while it samples on it. */
@@ -249,10 +309,11 @@ export class GpuBackend implements Backend, Int8Decoding {
 
   /**
    * The decoding plan: on the int8 weights, refreshed first where the parameters changed (on the
-   * GPU, from the parameters there: nothing is read back), or the f32 one. Call within serial().
+   * GPU, from the parameters there: nothing is read back), or the f32 one of `plans` (this.plans
+   * when the call came). Call within serial().
    */
-  private async decoding(): Promise<Dispatch[]> {
-    if (!this.sampleInt8) return this.decodePlan;
+  private async decoding(plans: ForwardPlans): Promise<Dispatch[]> {
+    if (!this.sampleInt8) return plans.decode;
     if (!this.int8) throw new Error("this backend has no int8 decoding path");
     if (this.int8Stale) {
       await this.gpu.queue.onSubmittedWorkDone(); // the time below is then the copy's alone
@@ -353,30 +414,37 @@ export class GpuBackend implements Backend, Int8Decoding {
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
-      const t = ++this.adamStep;
-      const { beta1, beta2 } = this.train;
-      this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
+      this.nextAdamStep(lr);
       const read = this.submitAndRead(this.run(this.stepPlan), this.trainGraph.loss, 0, 4);
       return { read };
     }).then(async ({ read }) => (await read)[0]);
   }
 
+  /** Counts a step of what trains and sets AdamW's params for it. */
+  private nextAdamStep(lr: number): void {
+    const t = ++this.adamStep;
+    const { beta1, beta2 } = this.train;
+    this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
+  }
+
   loss(x: Int32Array, y: Int32Array): Promise<number> {
     this.forget(); // the Backend contract, though this backend's loss leaves the cache alone
+    const plans = this.plans;
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
-      return { read: this.submitAndRead(this.run(this.lossPlan), this.trainGraph.loss, 0, 4) };
+      return { read: this.submitAndRead(this.run(plans.loss), this.trainGraph.loss, 0, 4) };
     }).then(async ({ read }) => (await read)[0]);
   }
 
   async prefill(tokens: Int32Array): Promise<Float32Array> {
     const window = this.prefillWindow(tokens);
+    const plans = this.plans;
     const { read } = await this.serial(async () => {
       await this.slot();
       this.writeTokens(this.sampleGraph, window, null);
       const V = this.model.vocab_size;
-      return { read: this.submitAndRead(this.run(this.logitsPlan), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
+      return { read: this.submitAndRead(this.run(plans.logits), this.sampleGraph.logits, (tokens.length - 1) * V * 4, V * 4) };
     });
     return read;
   }
@@ -401,9 +469,10 @@ export class GpuBackend implements Backend, Int8Decoding {
     this.checkTokens("decode", [token]);
     const at = Uint32Array.of(this.cached++, token);
     this.picked = false;
+    const plans = this.plans;
     const { read } = await this.serial(async () => {
       await this.slot();
-      const plan = await this.decoding();
+      const plan = await this.decoding(plans);
       this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, at);
       return { read: this.submitAndRead(this.run(plan), this.sampleGraph.logits, 0, this.model.vocab_size * 4) };
     });
@@ -429,9 +498,10 @@ export class GpuBackend implements Backend, Int8Decoding {
     if (!(Number.isInteger(count) && count >= 1) || fill + decodes > T) throw new Error(`sampleTokens: ${count} tokens after ${fill} cached overflow the cache (block_size ${T})`);
     this.cached = fill + decodes;
     this.picked = true;
+    const plans = this.plans;
     return this.serial(async () => {
       await this.slot();
-      const decodePlan = await this.decoding();
+      const decodePlan = await this.decoding(plans);
       const { temperature, topK, topP = 1 } = draw;
       this.sampler.rewrite(this.samplerSlot, "sample_token", { V: this.model.vocab_size, temperature, top_k: topK, top_p: topP, seed });
       const at = this.sampleGraph.at!;
@@ -446,7 +516,7 @@ export class GpuBackend implements Backend, Int8Decoding {
       }
       // Submitted STEPS_PER_SUBMIT decoding steps at a time, so the GPU runs each while the next is
       // encoded (on the H200 a Huge step took about 0.4 ms to encode and 0.6 ms to run).
-      const steps: Dispatch[][] = [...(window ? [[...this.logitsPlan, ...this.samplePlan]] : []), ...Array.from({ length: decodes }, () => [...decodePlan, ...this.samplePlan])];
+      const steps: Dispatch[][] = [...(window ? [[...plans.logits, ...this.samplePlan]] : []), ...Array.from({ length: decodes }, () => [...decodePlan, ...this.samplePlan])];
       for (let i = 0; i + STEPS_PER_SUBMIT < steps.length; i += STEPS_PER_SUBMIT) this.gpu.queue.submit([this.run(steps.slice(i, i + STEPS_PER_SUBMIT).flat()).finish()]);
       const last = steps.slice(Math.floor((steps.length - 1) / STEPS_PER_SUBMIT) * STEPS_PER_SUBMIT).flat();
       return { read: this.submitAndRead(this.run(last), this.sampleGraph.drawn!, 0, count * 4) };
@@ -470,9 +540,7 @@ export class GpuBackend implements Backend, Int8Decoding {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       this.writeTokens(this.trainGraph, x, y);
-      const t = ++this.adamStep;
-      const { beta1, beta2 } = this.train;
-      this.adamSizes.forEach((s, i) => this.adam.rewrite(this.adamSlots[i], "adamw", { ...s, lr, bc1: 1 - beta1 ** t, bc2: 1 - beta2 ** t }));
+      this.nextAdamStep(lr);
       await this.gpu.queue.onSubmittedWorkDone();
       return this.timePlan(this.stepPlan);
     });
@@ -489,7 +557,7 @@ export class GpuBackend implements Backend, Int8Decoding {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       this.gpu.queue.writeBuffer(this.sampleGraph.at!, 0, Uint32Array.of(this.cached, 0, 0, 0, 0));
-      const step = [...(await this.decoding()), ...this.samplePlan];
+      const step = [...(await this.decoding(this.plans)), ...this.samplePlan];
       const start = performance.now();
       const enc = this.run(Array.from({ length: STEPS_PER_SUBMIT }, () => step).flat());
       const encodeMs = (performance.now() - start) / STEPS_PER_SUBMIT;
@@ -506,7 +574,7 @@ export class GpuBackend implements Backend, Int8Decoding {
       await Promise.all(this.inFlight);
       this.writeTokens(this.sampleGraph, window, null);
       await this.gpu.queue.onSubmittedWorkDone();
-      return this.timePlan(this.logitsPlan);
+      return this.timePlan(this.plans.logits);
     });
   }
 
@@ -542,10 +610,36 @@ export class GpuBackend implements Backend, Int8Decoding {
     return { timing: "host" as const, dispatches };
   }
 
-  setState(state: ParamState): Promise<void> {
-    const n = this.layout.canonicalTotal;
+  // async: a state refused rejects, as the Backend contract has it.
+  async setState(state: ParamState): Promise<void> {
+    if (this.adapter && (state.m || state.v)) throw new Error("setState: the base is frozen while fine-tuning: it takes no Adam moments");
+    return this.writeState("setState", "the model", this.layout, this.bufs.params, this.bufs.mirror, state, !this.adapter, () => {
+      if (this.adapter) this.frozenStep = state.step;
+      else this.adamStep = state.step;
+    });
+  }
+
+  getState(): Promise<ParamState> {
+    if (this.adapter) return this.readState(this.layout, [this.bufs.params], () => this.frozenStep);
+    return this.readState(this.layout, [this.bufs.params, this.bufs.m, this.bufs.v], () => this.adamStep);
+  }
+
+  private async setAdapterState(state: ParamState): Promise<void> {
+    const { layout, params, mirror } = this.bufs.adapter!;
+    return this.writeState("adapter setState", "the adapter", layout, params, mirror, state, true, () => {
+      this.adamStep = state.step;
+    });
+  }
+
+  /**
+   * Writes `state`, checked against `layout` (of `whose` tensors), into `params` and its `mirror`,
+   * and with `moments` (`params` are what trains) its moments, zeros where it has none, into the
+   * moments' buffers; then `setStep`, in call order with the GPU work.
+   */
+  private writeState(what: string, whose: string, layout: FlatLayout, params: GPUBuffer, mirror: GPUBuffer | null, state: ParamState, moments: boolean, setStep: () => void): Promise<void> {
+    const n = layout.canonicalTotal;
     for (const [name, a] of [["params", state.params], ["m", state.m], ["v", state.v]] as const) {
-      if (a && a.length !== n) throw new Error(`setState: ${name} has ${a.length} floats, the model has ${n}`);
+      if (a && a.length !== n) throw new Error(`${what}: ${name} has ${a.length} floats, ${whose} has ${n}`);
     }
     this.forget();
     this.int8Stale = true;
@@ -554,26 +648,28 @@ export class GpuBackend implements Backend, Int8Decoding {
     return this.serial(async () => {
       await Promise.all(this.inFlight);
       const zeros = new Float32Array(n);
-      const params = toGpuOrder(this.layout, state.params);
-      this.gpu.queue.writeBuffer(this.bufs.params, 0, params);
-      // From here on AdamW keeps the mirror fresh; it starts as the parameters rounded to nearest even.
-      if (this.bufs.mirror) this.gpu.queue.writeBuffer(this.bufs.mirror, 0, Uint16Array.from(params, floatToHalf));
-      this.gpu.queue.writeBuffer(this.bufs.m, 0, toGpuOrder(this.layout, state.m ?? zeros));
-      this.gpu.queue.writeBuffer(this.bufs.v, 0, toGpuOrder(this.layout, state.v ?? zeros));
-      this.adamStep = state.step;
+      const gpuOrder = toGpuOrder(layout, state.params);
+      this.gpu.queue.writeBuffer(params, 0, gpuOrder);
+      // From here on AdamW keeps the mirror of what trains fresh (a frozen base's stays); it starts as
+      // the tensors rounded to nearest even.
+      if (mirror) this.gpu.queue.writeBuffer(mirror, 0, Uint16Array.from(gpuOrder, floatToHalf));
+      if (moments) {
+        this.gpu.queue.writeBuffer(this.bufs.m, 0, toGpuOrder(layout, state.m ?? zeros));
+        this.gpu.queue.writeBuffer(this.bufs.v, 0, toGpuOrder(layout, state.v ?? zeros));
+      }
+      setStep();
       this.watch.check();
     });
   }
 
-  getState(): Promise<ParamState> {
+  /** `buffers` (params, then m and v if read), laid out as `layout`, in canonical order, with the step count `step` gives in call order. */
+  private readState(layout: FlatLayout, buffers: GPUBuffer[], step: () => number): Promise<ParamState> {
     return this.serial(async () => {
-      const size = this.layout.total * 4;
-      const reads = [this.bufs.params, this.bufs.m, this.bufs.v].map((b) => this.submitAndRead(this.gpu.createCommandEncoder(), b, 0, size));
-      const step = this.adamStep;
-      return { reads, step };
+      const reads = buffers.map((b) => this.submitAndRead(this.gpu.createCommandEncoder(), b, 0, layout.total * 4));
+      return { reads, step: step() };
     }).then(async ({ reads, step }) => {
-      const [params, m, v] = (await Promise.all(reads)).map((a) => fromGpuOrder(this.layout, a));
-      return { params, m, v, step };
+      const [params, m, v] = (await Promise.all(reads)).map((a) => fromGpuOrder(layout, a));
+      return m ? { params, m, v, step } : { params, step };
     });
   }
 

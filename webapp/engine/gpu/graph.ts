@@ -3,12 +3,22 @@
 // activations for a batch of B sequences of T tokens are allocated once and
 // reused every step; backward overwrites every gradient it owns, so gradients
 // need no clearing between steps.
+//
+// With an adapter (fine-tuning: ParamBuffers.adapter) the parameters are a frozen base. An
+// adapted projection y = x W + b adds s (x A) B (s = alpha / rank): u = x A, then s u as the
+// product of the 1x1 matrix [s] with u (a matmul of K = 1: no kernel of its own), kept for the
+// backward, and y += (s u) B. The backward computes no gradient of the base: per adapted
+// projection, dB = (s u)ᵀ dy, e = [s] (dy Bᵀ), dA = xᵀ e and dx += e Aᵀ, beside the base's dx,
+// down to the lowest block's projections and no further. Forward and decode take the adapter's
+// terms or not (`adapted`): a backend records both plans and runs the one its adapter's switch
+// asks for.
 
 import type { ModelConfig } from "../types";
 import { FACTS } from "../model";
+import type { LoraSettings } from "../lora";
 import { ACCUMULATE, BIAS, GRAD_A, GRAD_B, type Kernel, type KernelTable, type Op, type Sizes, attentionOp, colsumOp, elementwiseOp, matmulOp, weightGradOp } from "./kernels";
 import type { Binding, Recorder } from "./recorder";
-import type { GpuLayout } from "./layout";
+import type { AdapterGpuLayout, GpuLayout } from "./layout";
 import type { Int8Layout } from "../quantize";
 import { int8Binding, int8Span } from "./int8";
 
@@ -44,6 +54,7 @@ const F32 = 4;
 
 export interface ParamBuffers {
   params: GPUBuffer;
+  /** The gradients and Adam moments of what trains: the parameters, or, fine-tuning, the adapter's tensors in its layout. */
   grads: GPUBuffer;
   m: GPUBuffer;
   v: GPUBuffer;
@@ -51,6 +62,27 @@ export interface ParamBuffers {
   mirror: GPUBuffer | null;
   /** The int8 copy of the weights decoding multiplies, for kernels marked weightsInt8; null without such. */
   int8?: { buffer: GPUBuffer; layout: Int8Layout } | null;
+  /** The adapter of a backend that fine-tunes (the parameters are then frozen), or null. */
+  adapter: AdapterBuffers | null;
+}
+
+/** An adapter's tensors on the GPU, f32 like the parameters, laid out as layout.ts adapterGpuLayout says. */
+export interface AdapterBuffers {
+  settings: LoraSettings;
+  layout: AdapterGpuLayout;
+  params: GPUBuffer;
+  /** Its tensors as packed halves, where the table reads weights from a mirror (ParamBuffers.mirror); AdamW refreshes it. */
+  mirror: GPUBuffer | null;
+  /** The 1x1 matrix [s], s = alpha / rank (engine/lora.ts loraScale). */
+  scale: GPUBuffer;
+}
+
+/** An adapted projection: its A [K, rank] and B [rank, N]. */
+interface Site {
+  a: AdapterGpuLayout["tensors"][number];
+  b: AdapterGpuLayout["tensors"][number];
+  K: number;
+  N: number;
 }
 
 /**
@@ -105,6 +137,13 @@ export class Graph {
   readonly drawn: GPUBuffer | null = null;
   /** A decoding step's q, k and v, each at a bindable offset (qkvRow floats apart), before attention_decode appends k and v. */
   private readonly qkv: GPUBuffer | null = null;
+  /** Fine-tuning: no gradient of the parameters is computed, only what reaches the adapter's. */
+  private readonly frozen: boolean;
+  /** Training with an adapter: s u of each adapted projection (by its prefix), which its backward reads. */
+  private readonly kept = new Map<string, GPUBuffer>();
+  /** With an adapter, [rows, rank] scratch: u (or dy Bᵀ in the backward), and s u where not kept (or e). */
+  private readonly loraU: GPUBuffer | null = null;
+  private readonly loraE: GPUBuffer | null = null;
 
   constructor(
     private readonly device: GPUDevice,
@@ -123,6 +162,7 @@ export class Graph {
     if (sizes.size !== 1) throw new Error(`the kernel table mixes element sizes (${[...sizes].join(", ")} bytes): its kernels share the activation buffers`);
     const [elementBytes] = sizes;
     const buf = (label: string, elements: number) => this.alloc(label, elements, elementBytes);
+    this.frozen = p.adapter !== null;
     this.tokens = this.alloc("tokens", BT, U32);
     this.targets = this.alloc("targets", BT, U32);
     for (let l = 0; l < L; l++) {
@@ -156,6 +196,13 @@ export class Graph {
       this.at = this.alloc("decode state", 5, U32);
       this.drawn = this.alloc("drawn tokens", T + 1, U32);
       this.qkv = buf("decode q, k, v", 3 * this.qkvRow());
+    }
+    if (p.adapter) {
+      const R = p.adapter.settings.rank;
+      [this.loraU, this.loraE] = [buf("lora u", BT * R), buf("lora e", BT * R)];
+      for (const t of training ? p.adapter.layout.tensors : []) {
+        if (t.name.endsWith(".lora_a")) this.kept.set(t.name.replace(/\.lora_a$/, ""), buf(`lora s u ${t.name}`, BT * R));
+      }
     }
   }
 
@@ -207,7 +254,10 @@ export class Graph {
   private partialFloats(): number {
     const { n_embd: C, vocab_size: V, block_size: T } = this.model;
     const rows = this.B * T;
-    const weights = [[C, C, 3], [C, C, 1], [C, 4 * C, 1], [4 * C, C, 1], [V, C, 1]].map(([M, N, P]) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows, P) * P * M * N);
+    const weightPartials = (M: number, N: number, P: number) => this.kSplits(weightGradOp(this.kernels, M, N, rows), M, N, rows, P) * P * M * N;
+    // A frozen base's gradients are not computed: only the adapter's tensors', [in, rank] and [rank, out].
+    if (this.p.adapter) return Math.max(16, ...this.p.adapter.layout.tensors.map((t) => weightPartials(t.shape[0], t.shape[1], 1)));
+    const weights = [[C, C, 3], [C, C, 1], [C, 4 * C, 1], [4 * C, C, 1], [V, C, 1]].map(([M, N, P]) => weightPartials(M, N, P));
     const biases = [[C, 1], [4 * C, 1], [C, 3]].map(([N, P]) => this.colsumSplits(rows, N, P) * P * N);
     const S = this.layernormSplits(rows, C);
     return Math.max(16, ...weights, ...biases, this.lnBiasOffset(S) / F32 + S * C, this.wteSplits(rows) * V * C);
@@ -256,9 +306,16 @@ export class Graph {
     return { buffer: this.p.params, offset: t.offset * F32, size: t.size * F32 };
   }
 
+  /** Where weight `names` lies: an adapter tensor in the adapter's buffers, else in the parameters' ones. */
+  private weightSpan(names: string | string[]): { offset: number; size: number; f32: GPUBuffer; halves: GPUBuffer | null } {
+    const lora = typeof names === "string" ? this.p.adapter?.layout.byName.get(names) : undefined;
+    if (lora) return { offset: lora.gpuOffset, size: lora.size, f32: this.p.adapter!.params, halves: this.p.adapter!.mirror };
+    return { ...this.span(names), f32: this.p.params, halves: this.p.mirror };
+  }
+
   /**
-   * The weight `name` as `r`'s op reads it: its f32 slice or its halves in the mirror (2 bytes each,
-   * in whole vec2<u32>s) at binding 2, or its int8 block at binding 5.
+   * The weight `name` (a parameter or an adapter tensor) as `r`'s op reads it: its f32 slice or its
+   * halves in the mirror (2 bytes each, in whole vec2<u32>s) at binding 2, or its int8 block at binding 5.
    */
   private weight(r: Recorder, op: Op, name: string | string[]): Record<number, Binding> {
     const kernel = r.kernels[op];
@@ -266,9 +323,9 @@ export class Graph {
       if (typeof name !== "string") throw new Error(`${op} reads one int8 weight, not ${name.join(", ")}`);
       return { 5: int8Binding(this.p.int8!.buffer, this.p.int8!.layout, name) };
     }
-    if (!kernel.weightsFromMirror) return { 2: this.w(name) };
-    const t = this.span(name);
-    return { 2: { buffer: this.p.mirror!, offset: t.offset * 2, size: Math.ceil(t.size / 4) * 8 } };
+    const t = this.weightSpan(name);
+    if (!kernel.weightsFromMirror) return { 2: { buffer: t.f32, offset: t.offset * F32, size: t.size * F32 } };
+    return { 2: { buffer: t.halves!, offset: t.offset * 2, size: Math.ceil(t.size / 4) * 8 } };
   }
 
   /** A matmul whose B (binding 2) is the weight `weight` (or stacked weights); nn and nt, the orientations that take one. */
@@ -282,26 +339,76 @@ export class Graph {
     return { buffer: this.p.grads, offset: t.offset * F32, size: t.size * F32 };
   }
 
-  /** out[M,N] = x[M,K]·W + b; every linear helper takes its sizes by name, as the matmul's M, N, K. */
-  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK): void {
-    this.mm(r, "nn", { M, N, K, flags: BIAS }, `${prefix}.weight`, { 1: x, 3: this.w(`${prefix}.bias`), 4: out });
-  }
-
-  /** dW = xᵀ·dy, db = column sums of dy; dx = dy·Wᵀ (added to dx with `accumulate`). */
-  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
-    this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M }, GRAD_B);
-    this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
-    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
+  /** The adapter tensor `t`'s slice of the gradients (fine-tuning, they are the adapter's). */
+  private adapterGrad(t: Site["a"]): GPUBufferBinding {
+    return { buffer: this.p.grads, offset: t.gpuOffset * F32, size: t.size * F32 };
   }
 
   /**
-   * linearBackward of q, k and v from their gradients `dy`, dx overwritten by q's part and added
-   * to by k's and v's: their weight gradients as stacked products where dy and the weights allow.
+   * out[M,N] = x[M,K]·W + b, and with `adapted` the adapter's term where it adapts `prefix`; every
+   * linear helper takes its sizes by name, as the matmul's M, N, K.
    */
-  private qkvBackward(r: Recorder, x: Binding, dy: Qkv, pre: string, dx: Binding, { M, N, K }: MNK): void {
+  private linear(r: Recorder, x: Binding, prefix: string, out: Binding, { M, N, K }: MNK, adapted = false): void {
+    this.mm(r, "nn", { M, N, K, flags: BIAS }, `${prefix}.weight`, { 1: x, 3: this.w(`${prefix}.bias`), 4: out });
+    if (adapted) this.adapt(r, prefix, x, out, M);
+  }
+
+  /** The adapter's tensors on projection `prefix`, or null where it has none there. */
+  private site(prefix: string): Site | null {
+    const byName = this.p.adapter?.layout.byName;
+    const [a, b] = [byName?.get(`${prefix}.lora_a`), byName?.get(`${prefix}.lora_b`)];
+    return a && b ? { a, b, K: a.shape[0], N: b.shape[1] } : null;
+  }
+
+  /** out = s·x for x and out of n elements: the product of the 1x1 matrix [s] and x as [1, n] (plain f32 in every table: no lever replaces the scalar matmul_tn). */
+  private scaled(r: Recorder, x: Binding, out: Binding, n: number, flags: number): void {
+    const scale = this.p.adapter!.scale;
+    r.op(matmulOp("tn", 1, n, 1), { M: 1, N: n, K: 1, flags }, { 1: scale, 2: x, 3: scale, 4: out });
+  }
+
+  /** out[rows, N] += s (x A) B of the adapter on `prefix`, if any; s x A is kept for the backward where training. */
+  private adapt(r: Recorder, prefix: string, x: Binding, out: Binding, rows: number): void {
+    const site = this.site(prefix);
+    if (!site) return;
+    const R = this.p.adapter!.settings.rank;
+    const su = this.kept.get(prefix) ?? this.loraE!;
+    this.mm(r, "nn", { M: rows, N: R, K: site.K, flags: 0 }, site.a.name, { 1: x, 3: x, 4: this.loraU! });
+    this.scaled(r, this.loraU!, su, rows * R, 0);
+    this.mm(r, "nn", { M: rows, N: site.N, K: R, flags: ACCUMULATE }, site.b.name, { 1: su, 3: su, 4: out });
+  }
+
+  /** The backward of the adapter on `prefix`, if any, from its projection's x and dy: its tensors' gradients, and e·Aᵀ added to dx where given. */
+  private adaptBackward(r: Recorder, prefix: string, x: Binding, dy: Binding, dx: Binding | null, rows: number): void {
+    const site = this.site(prefix);
+    if (!site) return;
+    const R = this.p.adapter!.settings.rank;
+    const [dyB, e] = [this.loraU!, this.loraE!];
+    this.weightGrad(r, this.kept.get(prefix)!, dy, this.adapterGrad(site.b), { M: R, N: site.N, K: rows }, GRAD_B);
+    this.mm(r, "nt", { M: rows, N: R, K: site.N, flags: GRAD_A }, site.b.name, { 1: dy, 3: dy, 4: dyB });
+    this.scaled(r, dyB, e, rows * R, GRAD_B);
+    this.weightGrad(r, x, e, this.adapterGrad(site.a), { M: site.K, N: R, K: rows }, GRAD_B);
+    if (dx) this.mm(r, "nt", { M: rows, N: site.K, K: R, flags: GRAD_A | ACCUMULATE }, site.a.name, { 1: e, 3: e, 4: dx });
+  }
+
+  /** dW = xᵀ·dy, db = column sums of dy (not of a frozen base); dx = dy·Wᵀ (added to dx with `accumulate`); then the adapter's part, if any. */
+  private linearBackward(r: Recorder, x: Binding, dy: Binding, prefix: string, dx: Binding | null, { M, N, K }: MNK, accumulate = false): void {
+    if (!this.frozen) {
+      this.weightGrad(r, x, dy, this.g(`${prefix}.weight`), { M: K, N, K: M }, GRAD_B);
+      this.columnSums(r, dy, M, N, this.g(`${prefix}.bias`));
+    }
+    if (dx) this.mm(r, "nt", { M, N: K, K: N, flags: GRAD_A | (accumulate ? ACCUMULATE : 0) }, `${prefix}.weight`, { 1: dy, 3: dy, 4: dx });
+    this.adaptBackward(r, prefix, x, dy, dx, M);
+  }
+
+  /**
+   * linearBackward of q, k and v from their gradients `dy`, dx (where given) overwritten by q's
+   * part and added to by k's and v's: their weight gradients as stacked products where dy and the
+   * weights allow.
+   */
+  private qkvBackward(r: Recorder, x: Binding, dy: Qkv, pre: string, dx: Binding | null, { M, N, K }: MNK): void {
     const { prefixes, weights, biases } = this.qkvProj(pre);
     const dys = [dy.q, dy.k, dy.v];
-    if (!dy.stacked || !this.adjacent(weights)) {
+    if (this.frozen || !dx || !dy.stacked || !this.adjacent(weights)) {
       prefixes.forEach((prefix, i) => this.linearBackward(r, x, dys[i], prefix, dx, { M, N, K }, i > 0));
       return;
     }
@@ -355,6 +462,11 @@ export class Graph {
 
   private layernormBackward(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, dx: GPUBuffer, accumulate: boolean): void {
     const sizes = { rows: this.B * this.model.block_size, C: this.model.n_embd, eps: EPS, flags: accumulate ? ACCUMULATE : 0 };
+    if (!this.frozen) this.layernormParamGrads(r, x, prefix, mean, rstd, dout, sizes);
+    r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
+  }
+
+  private layernormParamGrads(r: Recorder, x: GPUBuffer, prefix: string, mean: GPUBuffer, rstd: GPUBuffer, dout: GPUBuffer, sizes: Sizes): void {
     const S = this.layernormSplits(sizes.rows, sizes.C);
     const [dw, db] = [this.g(`${prefix}.weight`), this.g(`${prefix}.bias`)];
     if (S === 1) {
@@ -372,7 +484,6 @@ export class Graph {
         r.op(colsumOp(sizes.C), { M: S, N: sizes.C, K: 0, flags: 0 }, { 1: pb, 4: db });
       }
     }
-    r.op("layernorm_backward_dx", sizes, { 1: x, 2: this.w(`${prefix}.weight`), 5: mean, 6: rstd, 7: dout, 8: dx });
   }
 
   /** Block `pre`'s q, k and v projections: their prefixes, and their weights' and biases' names. */
@@ -381,8 +492,8 @@ export class Graph {
     return { prefixes, weights: prefixes.map((p) => `${p}.weight`), biases: prefixes.map((p) => `${p}.bias`) };
   }
 
-  /** Tokens -> logits for every position. */
-  forward(r: Recorder): void {
+  /** Tokens -> logits for every position, with the adapter's terms where `adapted`. */
+  forward(r: Recorder, adapted = false): void {
     const { n_layer: L, n_embd: C, n_head, block_size: T, vocab_size: V } = this.model;
     const B = this.B;
     const BT = B * T;
@@ -401,12 +512,13 @@ export class Graph {
       } else {
         qkv.prefixes.forEach((prefix, i) => this.linear(r, a.ln1, prefix, [a.qkv.q, a.qkv.k, a.qkv.v][i], { M: BT, K: C, N: C }));
       }
+      if (adapted) qkv.prefixes.forEach((prefix, i) => this.adapt(r, prefix, a.ln1, [a.qkv.q, a.qkv.k, a.qkv.v][i], BT));
       r.op(attentionOp(this.kernels, "attention_forward", C / n_head), { B, T, C, n_head }, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 4: a.att, 5: a.lse });
-      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C });
+      this.linear(r, a.att, `${pre}.attn.o_proj`, this.scratch, { M: BT, K: C, N: C }, adapted);
       this.layernorm(r, a.resMid, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, BT, [a.resIn, this.scratch]);
-      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C });
+      this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: BT, K: C, N: 4 * C }, adapted);
       r.op(elementwiseOp("gelu_forward", BT * 4 * C), { n: BT * 4 * C }, { 1: a.fc, 2: a.gelu });
-      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C });
+      this.linear(r, a.gelu, `${pre}.mlp.fc_out`, this.scratch, { M: BT, K: 4 * C, N: C }, adapted);
     }
     this.layernorm(r, this.resOut, "ln_final", this.lnf, this.lnfMean, this.lnfRstd, BT, closing(L));
     this.mm(r, "nt", { M: BT, N: V, K: C, flags: 0 }, "token_embedding.weight", { 1: this.lnf, 3: this.lnf, 4: this.logits });
@@ -417,14 +529,18 @@ export class Graph {
    * k and v (the KV cache), to which it adds its own: its logits into row 0 of `logits`. Every
    * other activation's row 0 is scratch here. The residual stream stays in one row that o_proj
    * and fc_out add into (ACCUMULATE), which saves a decode the residual adds' dispatches: for
-   * one row, what a dispatch costs to encode and launch is most of its cost.
+   * one row, what a dispatch costs to encode and launch is most of its cost. With `adapted`, the
+   * adapter's terms too: a product it adapts runs unfused from its LayerNorm, whose output it reads.
    */
-  decode(r: Recorder): void {
+  decode(r: Recorder, adapted = false): void {
     const { n_layer: L, n_embd: C, n_head, vocab_size: V } = this.model;
     const row = { M: 1, K: C, N: C };
     const x = this.layers[0]?.resIn ?? this.resOut;
-    const addInto = (input: Binding, prefix: string, K: number) =>
+    const addInto = (input: Binding, prefix: string, K: number) => {
       this.mm(r, "nn", { M: 1, N: C, K, flags: BIAS | ACCUMULATE }, `${prefix}.weight`, { 1: input, 3: this.w(`${prefix}.bias`), 4: x });
+      if (adapted) this.adapt(r, prefix, input, x, 1);
+    };
+    const adapts = (...prefixes: string[]) => adapted && prefixes.some((prefix) => this.site(prefix));
     const Q = this.qkvRow();
     const [q, k, v] = [0, 1, 2].map((i): GPUBufferBinding => ({ buffer: this.qkv!, offset: i * Q * F32, size: C * F32 }));
     // A row's LayerNorm in the product that takes it (matvec_*_ln), where the row fits its workgroup.
@@ -434,20 +550,21 @@ export class Graph {
     for (let l = 0; l < L; l++) {
       const a = this.layers[l];
       const pre = `blocks.${l}`;
-      const qkv = normed && this.qkvAtEqualStrides(r, pre);
+      const { prefixes } = this.qkvProj(pre);
+      const qkv = normed && !adapts(...prefixes) && this.qkvAtEqualStrides(r, pre);
       if (qkv) {
         r.op("matvec_nn_ln", { ...row, flags: BIAS, eps: EPS, ...qkv.strides }, { 1: x, ...qkv.weights, 3: qkv.biases, 4: this.qkv!, ...ln(`${pre}.ln1`) });
       } else {
         this.layernorm(r, x, `${pre}.ln1`, a.ln1, a.ln1Mean, a.ln1Rstd, 1);
-        this.qkvProj(pre).prefixes.forEach((prefix, i) => this.linear(r, a.ln1, prefix, [q, k, v][i], row));
+        prefixes.forEach((prefix, i) => this.linear(r, a.ln1, prefix, [q, k, v][i], row, adapted));
       }
       r.op("attention_decode", { C, n_head }, { 1: q, 2: k, 3: v, 4: a.qkv.k, 5: a.qkv.v, 6: a.att, 7: this.at! });
       addInto(a.att, `${pre}.attn.o_proj`, C);
-      if (normed) {
+      if (normed && !adapts(`${pre}.mlp.fc_in`)) {
         r.op("matvec_nn_ln_gelu", { ...ONE_PRODUCT, M: 1, K: C, N: 4 * C, flags: BIAS, eps: EPS }, { 1: x, ...this.weight(r, "matvec_nn_ln_gelu", `${pre}.mlp.fc_in.weight`), 3: this.w(`${pre}.mlp.fc_in.bias`), 4: a.gelu, ...ln(`${pre}.ln2`) });
       } else {
         this.layernorm(r, x, `${pre}.ln2`, a.ln2, a.ln2Mean, a.ln2Rstd, 1);
-        this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C });
+        this.linear(r, a.ln2, `${pre}.mlp.fc_in`, a.fc, { M: 1, K: C, N: 4 * C }, adapted);
         r.op("gelu_forward", { n: 4 * C }, { 1: a.fc, 2: a.gelu });
       }
       addInto(a.gelu, `${pre}.mlp.fc_out`, 4 * C);
@@ -495,7 +612,10 @@ export class Graph {
     r.op("crossentropy_mean", { rows, V }, { 7: this.losses, 8: this.loss });
   }
 
-  /** Gradients of the mean loss for every parameter, into the grads buffer. */
+  /**
+   * Gradients of the mean loss for every parameter, into the grads buffer; fine-tuning, for the
+   * adapter's tensors alone, with its terms in the forward.
+   */
   backward(r: Recorder): void {
     const d = this.grad!;
     const { n_layer: L, n_embd: C, n_head, block_size: T, vocab_size: V } = this.model;
@@ -503,7 +623,7 @@ export class Graph {
     const BT = B * T;
     r.op("crossentropy_backward", { rows: BT, V }, { 1: this.logits, 2: this.targets, 5: this.lse, 6: d.logits });
     // Tied head: logits = lnf·wteᵀ, so dwte = dlogitsᵀ·lnf (the embedding adds its part below).
-    this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT }, GRAD_A);
+    if (!this.frozen) this.weightGrad(r, d.logits, this.lnf, this.g("token_embedding.weight"), { M: V, N: C, K: BT }, GRAD_A);
     this.mm(r, "nn", { M: BT, N: C, K: V, flags: GRAD_A }, "token_embedding.weight", { 1: d.logits, 3: d.logits, 4: d.ln });
     this.layernormBackward(r, this.resOut, "ln_final", this.lnfMean, this.lnfRstd, d.ln, d.res, false);
     for (let l = L - 1; l >= 0; l--) {
@@ -518,9 +638,12 @@ export class Graph {
       r.op("attention_backward_delta", sizes, { 6: d.att, 11: a.att, 7: d.delta });
       r.op(attentionOp(this.kernels, "attention_backward_dq", C / n_head), sizes, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 6: d.att, 12: a.lse, 13: d.delta, 8: d.qkv.q });
       r.op(attentionOp(this.kernels, "attention_backward_dkdv", C / n_head), sizes, { 1: a.qkv.q, 2: a.qkv.k, 3: a.qkv.v, 6: d.att, 12: a.lse, 13: d.delta, 9: d.qkv.k, 10: d.qkv.v });
-      this.qkvBackward(r, a.ln1, d.qkv, pre, d.ln, { M: BT, K: C, N: C });
-      this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
+      // Fine-tuning, the lowest block's input gradient would reach only the frozen embeddings.
+      const below = !this.frozen || l > 0;
+      this.qkvBackward(r, a.ln1, d.qkv, pre, below ? d.ln : null, { M: BT, K: C, N: C });
+      if (below) this.layernormBackward(r, a.resIn, `${pre}.ln1`, a.ln1Mean, a.ln1Rstd, d.ln, d.res, true);
     }
+    if (this.frozen) return;
     const dwte = this.g("token_embedding.weight");
     const S = this.wteSplits(BT);
     if (S === 1) {

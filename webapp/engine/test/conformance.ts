@@ -26,7 +26,7 @@ import { test } from "node:test";
 import facts from "../../../tinygpt/facts.json";
 import { readCheckpoint, writeCheckpoint } from "../checkpoint";
 import { tensorLayout } from "../model";
-import { adapterLayout, mergeAdapter, type LoraSettings, weightsSha256 } from "../lora";
+import { adapterLayout, initAdapter, mergeAdapter, type LoraSettings, weightsSha256 } from "../lora";
 import { loadTrainer } from "../index";
 import { GPTTrainer, resumeTrainer, startTrainer } from "../trainer";
 import type { Backend, ModelConfig, TrainConfig } from "../types";
@@ -76,6 +76,47 @@ export interface Reference {
 }
 
 export const REFERENCES = ["odd", "unaligned", "split"];
+
+/**
+ * An adapter whose rank is no multiple of 4 and the same adapter zero-padded to rank 4, each
+ * trained from the golden fixture's start through its first 5 batches on a backend `make` gives:
+ * each step's loss and the adapter after, the rank-3 one widened (a backend that pads the rank
+ * must give the same; one that does not, the same within tolerances).
+ */
+export async function oddRankRuns(make: (model: ModelConfig, train: TrainConfig, lora: LoraSettings) => Promise<Backend>) {
+  const g = golden();
+  const three: LoraSettings = { rank: 3, alpha: 3, targets: ["q", "fc_out"] };
+  const start = initAdapter(g.config, three, 7);
+  // B nonzero, so the first step already trains A too.
+  for (const t of adapterLayout(g.config, three)) if (t.name.endsWith("lora_b")) start.fill(0.01, t.offset, t.offset + t.size);
+  const tuned = async (lora: LoraSettings, adapter: Float32Array) => {
+    const b = await make(g.config, g.train, lora);
+    try {
+      await b.setState({ params: f32(g.init_params), step: 0 });
+      await b.adapter!.setState({ params: adapter, step: 0 });
+      const losses = [];
+      for (const st of g.steps.slice(0, 5)) losses.push(await b.trainStep(ids(st.x), ids(st.y), st.lr));
+      return { losses, params: (await b.adapter!.getState()).params };
+    } finally {
+      b.dispose();
+    }
+  };
+  const odd = await tuned(three, start);
+  return { odd: { ...odd, params: widenRank(g.config, three, odd.params, 4) }, even: await tuned({ ...three, rank: 4, alpha: 4 }, widenRank(g.config, three, start, 4)) };
+}
+
+/** An adapter flat in adapterLayout order with its rank widened to `rank` by zero columns of A and rows of B: the same adapter. */
+function widenRank(m: ModelConfig, s: LoraSettings, flat: Float32Array, rank: number): Float32Array {
+  const out = new Float32Array(adapterLayout(m, { ...s, rank }).reduce((n, t) => n + t.size, 0));
+  let o = 0;
+  for (const t of adapterLayout(m, s)) {
+    const [rows, cols] = t.shape;
+    const wide = t.name.endsWith("lora_a") ? [rows, rank] : [rank, cols];
+    for (let r = 0; r < rows; r++) out.set(flat.subarray(t.offset + r * cols, t.offset + (r + 1) * cols), o + r * wide[1]);
+    o += wide[0] * wide[1];
+  }
+  return out;
+}
 
 interface GoldenLora {
   lora: LoraSettings;

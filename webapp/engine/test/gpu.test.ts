@@ -1,7 +1,8 @@
 // The WebGPU backend on Dawn: the conformance suite (conformance.ts) for the
 // plain kernels and for each GPU lever's table, then what only this backend
 // does: splitting its reductions as its kernel table says, refusing heads
-// wider than its attention kernels hold, and turning a lost device into
+// wider than its attention kernels hold, fine-tuning an adapter of any rank
+// and on a table that reads weights as halves, and turning a lost device into
 // DeviceLostError. Every backend here shares one device, so
 // each kernel compiles once (SwiftShader takes about a minute for them all).
 import { test } from "node:test";
@@ -9,8 +10,8 @@ import assert from "node:assert/strict";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { gpu, noGpu } from "./dawn";
-import { F16_POLICY, F32_POLICY, conformance, reference, replayReference } from "./conformance";
-import { ROOT, f32, fixture, readJson } from "./fixtures";
+import { F16_POLICY, F32_POLICY, conformance, oddRankRuns, reference, replayReference } from "./conformance";
+import { ROOT, f32, fixture, l2, readJson, rel } from "./fixtures";
 import { createGpuBackend } from "../gpu/backend";
 import { requestGpu } from "../gpu/device";
 import { F32_KERNELS, type KernelTable } from "../gpu/kernels";
@@ -19,17 +20,16 @@ import { paramCount, preset } from "../model";
 import { gpuFit } from "../gpu/plan";
 import type { Draw, ModelConfig, TrainConfig } from "../types";
 import { GPU_LEVERS, leverFeatures, tableOn } from "../../levers/gpu";
+import { STORAGE_F16 } from "../../levers/storage-f16/lever";
+import type { LoraSettings } from "../lora";
 
 const adapter = noGpu ? null : await gpu.requestAdapter();
-// tests/test_engine_node.py allows this skip by its words.
-const NO_LORA = "no LoRA on the WebGPU backend yet";
 const context = adapter ? await requestGpu(gpu, adapter) : null;
 
 conformance({
   name: "webgpu",
-  make: (model, train) => createGpuBackend(model, train, { context: context! }),
+  make: (model, train, lora) => createGpuBackend(model, train, { context: context!, lora }),
   skip: noGpu ?? false,
-  loraSkip: NO_LORA,
   trained(file, loss) {
     // For tests/test_engine_node.py: the Python reader must get the same loss from this file.
     const out = process.env.TINYGPT_NODE_TRAINED_OUT;
@@ -48,9 +48,8 @@ for (const lever of GPU_LEVERS) {
   const own = table ? requestGpu(gpu, undefined, leverFeatures(lever)) : null;
   conformance({
     name: `webgpu + ${lever.id}`,
-    make: async (model, train) => createGpuBackend(model, train, { context: await own!, kernels: table! }),
+    make: async (model, train, lora) => createGpuBackend(model, train, { context: await own!, kernels: table!, lora }),
     policy: lever.f16 ? F16_POLICY : F32_POLICY,
-    loraSkip: NO_LORA,
     skip: noGpu ?? (table ? false : `the adapter lacks ${leverFeatures(lever).join(", ")} or WGSL lacks ${lever.wgslFeatures}, or the lever has no table for it`),
   });
 }
@@ -143,6 +142,36 @@ test("profilePrefill times each dispatch of a prefill and leaves its cache: a de
     await assert.rejects(b.profilePrefill(new Int32Array(0)), /prefill takes 1 to/);
   } finally {
     b.dispose();
+  }
+});
+
+test("an adapter whose rank is no multiple of 4, on the scalar matmuls, trains as the same adapter zero-padded to rank 4 on the vec4 ones", { skip: noGpu ?? false }, async () => {
+  const { odd, even } = await oddRankRuns((model, train, lora) => createGpuBackend(model, train, { context: context!, lora }));
+  odd.losses.forEach((loss, i) => assert.ok(rel(loss, even.losses[i]) < F32_POLICY.loss_rel, `step ${i}: loss ${loss} at rank 3, ${even.losses[i]} at rank 4`));
+  const apart = l2(odd.params.map((x, i) => x - even.params[i]));
+  assert.ok(apart < F32_POLICY.l2_rel * l2(even.params), `the adapters trained ${apart} apart (L2 ${l2(even.params)})`);
+});
+
+test("fine-tuning on a table that reads weights as halves (storage-f16) keeps the adapter's halves in step with its f32 tensors", { skip: noGpu ?? false }, async () => {
+  const g = golden();
+  const L = readJson<{ lora: LoraSettings; base_params: string; init_adapter: string }>(fixture("golden_lora_tiny.json")!);
+  const [plain, halves] = [await createGpuBackend(g.config, g.train, { context: context!, lora: L.lora }), await createGpuBackend(g.config, g.train, { context: context!, kernels: STORAGE_F16.kernels, lora: L.lora })];
+  try {
+    const window = Int32Array.from(g.steps[0].x.slice(0, g.config.block_size));
+    for (const b of [plain, halves]) {
+      await b.setState({ params: f32(L.base_params), step: 0 });
+      await b.adapter!.setState({ params: f32(L.init_adapter), step: 0 });
+    }
+    // Steps large enough that an adapter read from halves of the start would give other logits.
+    for (const st of g.steps.slice(0, 5)) await halves.trainStep(Int32Array.from(st.x), Int32Array.from(st.y), 0.05);
+    await plain.adapter!.setState(await halves.adapter!.getState());
+    const [want, got] = [await plain.prefill(window), await halves.prefill(window)];
+    const scale = Math.max(...want.map(Math.abs));
+    const worst = Math.max(...got.map((x, i) => Math.abs(x - want[i])));
+    assert.ok(worst < F16_POLICY.logits_of_max * scale, `logits from the halves differ by up to ${worst} (largest |logit| ${scale})`);
+  } finally {
+    plain.dispose();
+    halves.dispose();
   }
 });
 
