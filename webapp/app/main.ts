@@ -85,7 +85,9 @@ function applyStatus(s: Status): void {
   button("btn-pause").disabled = s.state !== "training";
   button("btn-stop").disabled = !(s.state === "training" || s.state === "paused");
   button("btn-resume").disabled = !(still && (s.canTrain || fromFile()));
-  button("btn-finetune").disabled = !(s.state === "ready" && loaded && !s.adapter);
+  // Shown on a loaded model that is not an adapter itself, while nothing runs: the row keeps its one line on a desk.
+  button("btn-finetune").hidden = !(still && loaded && !s.adapter);
+  button("btn-finetune").disabled = s.state !== "ready";
   button("btn-merge").hidden = !s.adapter;
   button("btn-merge").disabled = !(still && s.adapter);
   button("btn-reset").disabled = !(still && loaded);
