@@ -174,9 +174,6 @@ async function reach(lever: string, key: VerdictKey, check: () => Promise<Outcom
   return verdict;
 }
 
-/** Whether the test switch forces `lever` to fail: for the checks that are not a gate() (the int8 lever's held-out one). */
-export const forcedToFail = (lever: string) => forced.has(lever);
-
 /** Whether `gate` would answer for `lever` under `key` without running its check: forced, reached this session, or remembered. */
 export async function remembered(lever: string, key: VerdictKey): Promise<boolean> {
   return forced.has(lever) || session.has(sessionKey(lever, key)) || (await kept(lever, key)) !== undefined;
