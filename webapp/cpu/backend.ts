@@ -150,7 +150,7 @@ function adapterPlan(m: ModelConfig, s: LoraSettings) {
     sites[a.layer].set(a.target, { a: floats, b: floats + K * rank, K, M, flatA: a.offset, flatB: b.offset });
     floats += (K + M) * rank;
   }
-  return { rank, sites, floats, flatFloats: layout.reduce((n, t) => n + t.size, 0) };
+  return { rank, sites, all: sites.flatMap((m) => [...m.values()]), floats, flatFloats: layout.reduce((n, t) => n + t.size, 0) };
 }
 type AdapterPlan = ReturnType<typeof adapterPlan>;
 
@@ -575,7 +575,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const prepareAdapter = () => {
     const s = loraScale(opts.lora!), R = adapter!.rank;
     const [w, scaled, tr] = [adapterParams / 4, adapterScaled / 4, adapterT / 4];
-    for (const site of adapter!.sites.flatMap((m) => [...m.values()])) {
+    for (const site of adapter!.all) {
       for (let k = 0; k < site.K; k++) {
         for (let r = 0; r < R; r++) {
           const v = f32[w + site.a + k * R + r];
@@ -595,7 +595,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
    */
   const padded = (flat: Float32Array, at: number, toPadded: boolean) => {
     const R = adapter!.rank, r = opts.lora!.rank, base = at / 4;
-    for (const site of adapter!.sites.flatMap((m) => [...m.values()])) {
+    for (const site of adapter!.all) {
       for (let k = 0; k < site.K; k++) {
         for (let j = 0; j < R; j++) {
           const i = base + site.a + k * R + j;

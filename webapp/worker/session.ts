@@ -2,7 +2,7 @@
 // training loop with progress, validation, autosave and the loss guard.
 import facts from "../../tinygpt/facts.json";
 import { CheckpointError, DeviceLostError, Interrupted, createTrainer, defaultTrainConfig, fineTuneTrainer, loadTrainer, planBlob, readCheckpoint, writeCheckpoint } from "../engine/index";
-import { type LoraSettings, mergeAdapter, weightsSha256 } from "../engine/lora";
+import { type LoraSettings, mergeAdapter } from "../engine/lora";
 import { chooseInt8, hasInt8Decoding } from "../levers/int8/lever";
 import type { GPTTrainer } from "../engine/index";
 import type { Plan } from "../engine/checkpoint";
@@ -15,11 +15,10 @@ import { webnnActive, webnnSampler } from "./webnn";
 import { StorageFullError, holdRunLock, loadBase, loadCorpus, loadRun, saveBase, saveCorpus, saveRun } from "./store";
 
 type Post = (msg: FromWorker, transfer?: Transferable[]) => void;
-/** A model as a file: what an adapter fine-tunes, named by the sha256 of its weights as the adapter names it. */
+/** A model as a file: what an adapter fine-tunes (its trainer's baseSha256 names it as the adapter does). */
 interface Base {
   name: string;
   bytes: Uint8Array;
-  sha256: string;
 }
 
 const DIVERGED_LOSS = facts.app.diverged_loss_factor * Math.log(facts.vocab_size);
@@ -201,7 +200,7 @@ export class Session {
     const file = this.imported;
     const bytes = file ? file.bytes : await t.save(false);
     const name = file ? file.name : `the model at step ${t.step}${t.dataset ? ` on ${t.dataset.name}` : ""}`;
-    return { name, bytes, sha256: await weightsSha256(readCheckpoint(bytes).params) };
+    return { name, bytes };
   }
 
   /**
@@ -228,7 +227,7 @@ export class Session {
     this.elapsedMs = trainer.savedRun?.elapsed_ms ?? 0;
     try {
       await saveCorpus(runId, trainer.dataset!.sha256, corpus);
-      if (base) await saveBase(runId, base.sha256, base.bytes);
+      if (base) await saveBase(runId, trainer.baseSha256!, base.bytes);
     } catch (e) {
       this.say("warn", `Could not keep a copy of the ${base ? "text and the model under the adapter" : "text"} in browser storage (${describe(e)}); a reload will not be able to resume this run.`);
     }
@@ -400,7 +399,7 @@ export class Session {
     try {
       // The writer refuses non-finite weights or moments, as every reader would.
       const bytes = await t.save(true, this.runRecord());
-      const base = this.base && { sha256: this.base.sha256, name: this.base.name };
+      const base = this.base && { sha256: t.baseSha256!, name: this.base.name };
       await saveRun({ id: this.runId, step: t.step, model: t.model, dataset: t.dataset, base, savedAt: new Date().toISOString() }, bytes);
       this.lastSaved = this.keptStep = t.step;
       this.post({ type: "saved", id: this.runId, step: t.step, bytes: bytes.length });
@@ -447,7 +446,7 @@ export class Session {
       if (meta.base) {
         const kept = await loadBase(meta.base.sha256);
         if (!kept) throw new Error(`it fine-tunes ${meta.base.name}, which browser storage no longer holds`);
-        base = { ...meta.base, bytes: kept };
+        base = { name: meta.base.name, bytes: kept };
       }
       trainer = await this.load(bytes, choice, base);
       if (meta.dataset) {
@@ -546,7 +545,7 @@ export class Session {
     const ck = readCheckpoint(base.bytes);
     const merged = mergeAdapter(t.model, ck.params, slot.settings, (await slot.getState()).params);
     const bytes = writeCheckpoint({ ...ck, params: merged, m: undefined, v: undefined, adapter: null,
-      provenance: { ...ck.provenance, merged_adapter: { ...slot.settings, base_sha256: base.sha256, step: t.step } } }, { producer: PRODUCER });
+      provenance: { ...ck.provenance, merged_adapter: { ...slot.settings, base_sha256: t.baseSha256, step: t.step } } }, { producer: PRODUCER });
     const name = `tinygpt-${t.model.n_layer}x${t.model.n_embd}-merged-r${slot.settings.rank}-step${t.step}${facts.format.extension}`;
     this.post({ type: "exported", name, bytes }, [bytes.buffer]);
   }
