@@ -6,12 +6,19 @@ content/data/lora_cpu.json (or --out).
     python bench/bench_lora.py                                # tiny,small,medium at 1 and 2 threads
     python bench/bench_lora.py --presets huge --threads 1 --rounds 2 --seconds 1 --out content/data/lora_cpu_huge.json
                                                               # Huge: over a minute a step on 2 cores
+    python bench/bench_lora.py --backend webgpu --presets small,medium,huge --node /tmp/node --no-bundle \
+        --dawn-f16-toggle --out $OUT/lora_gpu.json             # the WebGPU backend through Dawn (the device machine)
 
 The WebAssembly backend runs in Node (bench/lora_node.ts), both modes in one process, their
 timed runs alternating --rounds times; the tokens/s ratio is the median of each round's
 back-to-back pair (bench/bench_cpu.py says why). Resident memory is Backend.residentBytes after a
-warm-up step: the WebAssembly memory, which holds everything a step touches. Every result names
-its backend, so a WebGPU run can sit beside this one in the same shape.
+warm-up step: the WebAssembly memory, which holds everything a step touches.
+
+The WebGPU backend runs in the Node CLI (dist-cli/train.js, the engine the app runs, with the GPU
+levers that pass their gates, --levers): a base from the preset's seed, then --rounds alternating
+runs of --steps steps of each mode from it (full: --init BASE; fine-tuning: --init BASE --lora),
+tokens/s timed after the CLI's warm-up steps, resident memory the backend's buffers
+(GpuBackend.residentBytes). Every result names its backend, so both sit in one shape.
 
 The issue's targets, checked here: the default adapter on Huge is under 1 MB (its size comes
 from the layout, tinygpt.lora.adapter_specs, so it is reported whether or not Huge is measured),
@@ -43,7 +50,8 @@ ADAPTER_TARGET_BYTES = 1_000_000  # the issue's "under 1 MB", in decimal megabyt
 MEMORY_TARGET_RATIO = 0.5  # the issue's "less than half the resident memory of full training"
 TARGET_PRESET = "huge"  # the preset the adapter target is stated for
 MODES = {"full": "full training", "finetune": "LoRA fine-tuning"}
-BACKENDS = {"wasm": "WebAssembly"}  # a result's "backend" -> its name on the page
+BACKENDS = {"wasm": "WebAssembly", "webgpu": "WebGPU"}  # a result's "backend" -> its name on the page
+CLI = ROOT / "dist-cli" / "train.js"
 
 
 def adapter_size(preset_id: str) -> dict:
@@ -57,14 +65,59 @@ def wasm(node: list[str], built: Path, preset_id: str, threads: int, seconds: fl
     """One case from bench/lora_node.ts, with the ratios of fine-tuning over full training."""
     cmd = [*node, built / "lora_node.mjs", built / "cpu.wasm", str(seconds), str(rounds), preset_id, str(threads)]
     r = json.loads(subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.PIPE, text=True).stdout)
+    return {"backend": "wasm", **r, **ratios(r)}
+
+
+def ratios(r: dict) -> dict:
+    """Fine-tuning over full training: tokens/s (the median of the rounds' back-to-back pairs) and resident memory."""
     paired = [f / t for f, t in zip(r["finetune"]["rounds_tokens_per_s"], r["full"]["rounds_tokens_per_s"])]
     memory = r["finetune"]["resident_bytes"] / r["full"]["resident_bytes"]
-    return {"backend": "wasm", **r, "tokens_per_s_ratio": statistics.median(paired), "tokens_per_s_ratio_rounds": paired,
+    return {"tokens_per_s_ratio": statistics.median(paired), "tokens_per_s_ratio_rounds": paired,
             "resident_ratio": memory, "resident_under_half": memory < MEMORY_TARGET_RATIO}
 
 
-def label(backend: str, mode: str, threads: int) -> str:
-    return f"{BACKENDS[backend]}, {MODES[mode]}, {threads} thread{'s' if threads > 1 else ''}"
+def webgpu(node: str, preset_id: str, steps: int, rounds: int, levers: str, toggle: bool, tmp: Path) -> dict:
+    """One case on the WebGPU backend: the CLI's stats for each mode, round after round, from one base."""
+    from tinygpt.site_build.node import dawn_env
+    text = tmp / "corpus.txt"
+    if not text.exists():  # the reference's sources: bytes that are there wherever this runs
+        text.write_bytes(b"".join(f.read_bytes() for f in sorted((ROOT / "tinygpt").glob("*.py"))) * 4)
+    base = tmp / f"{preset_id}-base.tinygpt"
+
+    def cli(*extra: str, out: Path) -> dict:
+        stats = out.with_suffix(".json")
+        cmd = [node, str(CLI), "--preset", preset_id, "--corpus", str(text), "--out", str(out), "--eval-every", "0",
+               "--quiet", "--stats", str(stats), "--levers", levers, *(["--dawn-f16-toggle"] if toggle else []), *extra]
+        run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=600)
+        if run.returncode != 0:
+            raise RuntimeError(f"{shlex.join(cmd)} failed:\n{(run.stdout + run.stderr)[-3000:]}")
+        return json.loads(stats.read_text())
+
+    cli("--steps", "0", out=base)
+    modes = {"full": ["--init", str(base)], "finetune": ["--init", str(base), "--lora"]}
+    runs = {mode: [cli("--steps", str(steps), *extra, out=tmp / f"{preset_id}-{mode}.tinygpt") for _ in [0]] for mode, extra in modes.items()}
+    for _ in range(rounds - 1):  # alternate, as the CPU half does
+        for mode, extra in modes.items():
+            runs[mode].append(cli("--steps", str(steps), *extra, out=tmp / f"{preset_id}-{mode}.tinygpt"))
+    first = runs["finetune"][0]
+    r = {"preset": preset_id, "device": first["device"], "levers": first["levers"], "tokens_per_step": first["batch_size"] * first["block_size"],
+         "lora": first["lora"], "adapter_params": first["adapter_params"], "adapter_bytes": 4 * first["adapter_params"]}
+    for mode, rs in runs.items():
+        r[mode] = {"steps": sum(x["timed_steps"] for x in rs), "seconds_per_step": statistics.median(x["ms_per_step"] for x in rs) / 1000,
+                   "tokens_per_s": statistics.median(x["tokens_per_s"] for x in rs), "resident_bytes": max(x["resident_bytes"] for x in rs),
+                   "rounds_tokens_per_s": [x["tokens_per_s"] for x in rs], "final_loss": rs[-1]["final_loss"]}
+    return {"backend": "webgpu", **r, **ratios(r)}
+
+
+def path(r: dict) -> str:
+    """How a result ran, beyond its backend: threads and SIMD, or the GPU levers."""
+    if r["backend"] == "webgpu":
+        return "+" + ", +".join(r["levers"]) if r["levers"] else "plain f32 kernels"
+    return f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}"
+
+
+def label(r: dict, mode: str) -> str:
+    return f"{BACKENDS[r['backend']]}, {MODES[mode]}, {path(r)}"
 
 
 def plot_fields(doc: dict) -> dict:
@@ -73,9 +126,9 @@ def plot_fields(doc: dict) -> dict:
     series = {}
     for r in results:
         for mode in MODES:
-            series.setdefault(label(r["backend"], mode, r["threads"]), []).append({"x": r["preset"], "y": round(r[mode]["tokens_per_s"], 1)})
+            series.setdefault(label(r, mode), []).append({"x": r["preset"], "y": round(r[mode]["tokens_per_s"], 1)})
     mb = lambda n: round(n / 2 ** 20, 1)  # noqa: E731
-    rows = [{"backend": r["backend"], "preset": r["preset"], "threads": r["threads"], "SIMD": r["simd"],
+    rows = [{"backend": r["backend"], "preset": r["preset"], "path": path(r) + (f", {r['simd']} SIMD" if "simd" in r else ""),
              "full tokens/s": round(r["full"]["tokens_per_s"]), "fine-tune tokens/s": round(r["finetune"]["tokens_per_s"]),
              "tokens/s ratio": round(r["tokens_per_s_ratio"], 2),
              "full MiB": mb(r["full"]["resident_bytes"]), "fine-tune MiB": mb(r["finetune"]["resident_bytes"]),
@@ -93,29 +146,40 @@ def plot_fields(doc: dict) -> dict:
 
 def main(argv: list[str] | None = None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--backend", choices=sorted(BACKENDS), default="wasm")
     ap.add_argument("--presets", default="tiny,small,medium")
-    ap.add_argument("--threads", default="1,2")
-    ap.add_argument("--seconds", type=float, default=4.0, help="timed seconds per run of each mode (at least one step)")
+    ap.add_argument("--threads", default="1,2", help="WebAssembly: the thread counts to measure")
+    ap.add_argument("--seconds", type=float, default=4.0, help="WebAssembly: timed seconds per run of each mode (at least one step)")
+    ap.add_argument("--steps", type=int, default=40, help="WebGPU: steps per run of each mode (the CLI times all but its warm-up)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each mode per case")
+    ap.add_argument("--levers", default="all", help="WebGPU: the CLI's --levers")
+    ap.add_argument("--dawn-f16-toggle", action="store_true", help="WebGPU: Dawn's vulkan_enable_f16_on_nvidia (benchmark hosts only)")
+    ap.add_argument("--no-bundle", action="store_true", help="WebGPU: use dist-cli/ as it is (build.py cli made it)")
     ap.add_argument("--node", default="node")
     ap.add_argument("--out", type=Path, default=OUT)
     argv = sys.argv[1:] if argv is None else argv
     args = ap.parse_args(argv)
     presets = args.presets.split(",")
-    node = [args.node, *relaxed_simd_flags(args.node)]
+    node = [args.node, *relaxed_simd_flags(args.node)] if args.backend == "wasm" else [args.node]
     results = []
     with tempfile.TemporaryDirectory() as d:
         built = Path(d)
-        from tinygpt.site_build.bundle import compile_cpu_wasm
-        compile_cpu_wasm(ROOT, built / "cpu.wasm")
-        node_bundle(ROOT, ["bench/lora_node.ts", "webapp/cpu/test/thread_worker.ts"], built)
-        for preset_id in presets:
-            for threads in [int(t) for t in args.threads.split(",")]:
-                results.append(r := wasm(node, built, preset_id, threads, args.seconds, args.rounds))
-                print(f"{preset_id:7s} {threads} thread(s) {r['simd']:7s} full {r['full']['tokens_per_s']:8.0f} tok/s "
-                      f"{r['full']['resident_bytes'] / 2 ** 20:7.1f} MiB | fine-tune {r['finetune']['tokens_per_s']:8.0f} tok/s "
-                      f"{r['finetune']['resident_bytes'] / 2 ** 20:7.1f} MiB | tokens/s x{r['tokens_per_s_ratio']:.2f}, "
-                      f"memory x{r['resident_ratio']:.3f}{'' if r['resident_under_half'] else ' (not under half)'}", flush=True)
+        if args.backend == "wasm":
+            from tinygpt.site_build.bundle import compile_cpu_wasm
+            compile_cpu_wasm(ROOT, built / "cpu.wasm")
+            node_bundle(ROOT, ["bench/lora_node.ts", "webapp/cpu/test/thread_worker.ts"], built)
+            cases = [(p, lambda p=p, t=int(t): wasm(node, built, p, t, args.seconds, args.rounds)) for p in presets for t in args.threads.split(",")]
+        else:
+            if not args.no_bundle:
+                from tinygpt.site_build.node import build_cli
+                build_cli(ROOT)
+            cases = [(p, lambda p=p: webgpu(args.node, p, args.steps, args.rounds, args.levers, args.dawn_f16_toggle, built)) for p in presets]
+        for preset_id, measure in cases:
+            results.append(r := measure())
+            print(f"{preset_id:7s} {r['backend']} {path(r)} full {r['full']['tokens_per_s']:8.0f} tok/s "
+                  f"{r['full']['resident_bytes'] / 2 ** 20:7.1f} MiB | fine-tune {r['finetune']['tokens_per_s']:8.0f} tok/s "
+                  f"{r['finetune']['resident_bytes'] / 2 ** 20:7.1f} MiB | tokens/s x{r['tokens_per_s_ratio']:.2f}, "
+                  f"memory x{r['resident_ratio']:.3f}{'' if r['resident_under_half'] else ' (not under half)'}", flush=True)
     adapters = [adapter_size(p) for p in dict.fromkeys([*presets, TARGET_PRESET])]
     for a in adapters:
         print(f"adapter {a['preset']:7s} {a['params']:9,d} params {a['bytes']:11,d} bytes{'' if a['under_1mb'] else ' (not under 1 MB)'}")
@@ -123,7 +187,7 @@ def main(argv: list[str] | None = None):
     doc = {
         "benchmark": args.out.stem,
         "title": f"LoRA fine-tuning beside full training: tokens/s and resident memory ({', '.join(presets)})",
-        "hardware": f"{cpu_name()} ({os.cpu_count()} logical CPUs)",
+        "hardware": f"{cpu_name()} ({os.cpu_count()} logical CPUs)" if args.backend == "wasm" else f"{results[0]['device']} (WebGPU through Dawn in Node)",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/bench_lora.py", *argv]),
         "host": {"machine": platform.machine(), "system": platform.platform(), "node": node_version, "node_flags": node[1:],

@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from tests.oracles import conformance
-from tinygpt import checkpoint, model
+from tinygpt import checkpoint, finetune, lora, model
 from tinygpt.facts import FACTS
 from tinygpt.site_build import node
 from tinygpt.train import Trainer, TrainConfig
@@ -149,6 +149,27 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     assert best["step"] in (2, 4) and kept.trainer["step"] == 2 + best["step"] and kept.m is None
     assert best["metric"] == pytest.approx(validation_loss(kept.config, kept.params, text), rel=1e-3)
     assert f"holds step {best['step']} of this run, the best validation metric seen" in run.stdout
+
+    # Fine-tuning, as the app's Fine-tune: an adapter on the frozen first file (its f16 weights as decoded).
+    bad = cli("--preset", "tiny", "--corpus", "sonnet.txt", "--steps", "1", "--lora", "--out", "x.tinygpt")
+    assert bad.returncode == 2 and "name it with --init" in bad.stderr, bad.stderr
+    bad = cli("--preset", "tiny", "--init", "tiny.tinygpt", "--corpus", "sonnet.txt", "--steps", "1", "--lora", "--lora-targets", "q,w", "--out", "x.tinygpt")
+    assert bad.returncode == 2 and "--lora-targets: no projection w" in bad.stderr, bad.stderr
+    run = cli("--preset", "tiny", "--init", "tiny.tinygpt", "--corpus", "sonnet.txt", "--steps", "2", "--batch-size", "1", "--lr", "0.05",
+              "--eval-every", "0", "--levers", "none", "--lora", "--lora-rank", "2", "--lora-targets", "v,fc_in", "--val-metric",
+              "--out", "adapter.tinygpt", "--stats", "adapter.json")
+    assert run.returncode == 0, run.stdout + run.stderr
+    adapter = checkpoint.load(tmp_path / "adapter.tinygpt")
+    assert adapter.adapter == {"rank": 2, "alpha": FACTS["lora"]["alpha"], "targets": ["v", "fc_in"], "base_sha256": checkpoint.weights_sha256(ckpt)}
+    assert adapter.trainer["step"] == 2 and adapter.m is not None
+    merged = finetune.adapter_of(ckpt, adapter).merge(ckpt.params)
+    assert any(not np.array_equal(merged[n], ckpt.params[n]) for n in ckpt.params), "two steps at lr 0.05 left the model unchanged"
+    stats = json.loads((tmp_path / "adapter.json").read_text())
+    assert stats["val_metric"] == pytest.approx(validation_loss(ckpt.config, merged, text), rel=1e-3)
+    assert stats["adapter_params"] == sum(r * c for _, (r, c) in lora.adapter_specs(ckpt.config, lora.LoraConfig.from_header(adapter.adapter)))
+    other = cli("--preset", "tiny", "--init", "best.tinygpt", "--adapter", "adapter.tinygpt", "--corpus", "sonnet.txt", "--steps", "1",
+                "--levers", "none", "--out", "x.tinygpt")
+    assert other.returncode == 1 and "adapter.tinygpt was trained on another base" in other.stderr and "not on best.tinygpt" in other.stderr, other.stderr
 
 
 def test_cli_samples_a_gallery_model_as_the_reference_does(tmp_path):

@@ -15,16 +15,22 @@
 // benchmarks), --profile (after saving, time one more step dispatch by dispatch,
 // by GPU timestamps where the adapter has them, and list the ops by time), --quiet;
 // --levers and --dawn-f16-toggle as webapp/cli/gpu.ts says.
+//
+// Fine-tuning: --init BASE --lora trains a LoRA adapter on the frozen BASE and writes the
+// adapter file (the app's Fine-tune): --lora-rank N, --lora-alpha X, --lora-targets q,v
+// (facts.json lora's defaults; its lr too unless --lr), or --adapter FILE to continue one
+// made for BASE, with its settings. The stats then hold both the adapter's and the backend's sizes.
 
 import { readFileSync, writeFileSync } from "node:fs";
 import { basename } from "node:path";
 import { parseArgs } from "node:util";
-import { type Backend, GpuBackend, createBackend, createTrainer, loadTrainer, preset, readCheckpoint, writeCheckpoint } from "../engine/index";
+import { type Backend, type Checkpoint, GpuBackend, createBackend, createTrainer, fineTuneTrainer, loadTrainer, preset, readCheckpoint, writeCheckpoint } from "../engine/index";
+import { LORA, type LoraSettings, PROJECTIONS, adapterLayout } from "../engine/lora";
 import { splitCorpus, trainBatch } from "../engine/data";
 import { type Command, command } from "./command";
 import { dawnGpu } from "./gpu";
 
-const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--init FILE] [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--val-metric] [--keep-best] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
+const CLI: Command = command("train", "usage: node dist-cli/train.js --preset tiny --corpus path.txt --steps N --out model.tinygpt [--init FILE [--lora [--lora-rank N] [--lora-alpha X] [--lora-targets q,v] | --adapter FILE]] [--batch-size N] [--lr X] [--seed N] [--warmup-steps N] [--eval-every N] [--eval-batches N] [--no-optimizer] [--f16] [--val-metric] [--keep-best] [--levers all|none|id,id] [--dawn-f16-toggle] [--stats path.json] [--profile] [--quiet]");
 // Annotated, so that the compiler knows a call to it does not return.
 const fail: (message: string) => never = CLI.fail;
 const { number: int, run } = CLI;
@@ -43,6 +49,7 @@ async function main(): Promise<void> {
         "eval-every": { type: "string" }, "eval-batches": { type: "string" }, "no-optimizer": { type: "boolean" }, f16: { type: "boolean" },
         stats: { type: "string" }, quiet: { type: "boolean" }, profile: { type: "boolean" }, "val-metric": { type: "boolean" }, "keep-best": { type: "boolean" },
         levers: { type: "string" }, "dawn-f16-toggle": { type: "boolean" },
+        lora: { type: "boolean" }, "lora-rank": { type: "string" }, "lora-alpha": { type: "string" }, "lora-targets": { type: "string" }, adapter: { type: "string" },
       },
     }).values;
   } catch (e) {
@@ -62,6 +69,11 @@ async function main(): Promise<void> {
     seed: int("seed", args.seed, p.train.seed),
     warmup_steps: int("warmup-steps", args["warmup-steps"], p.train.warmup_steps),
   };
+  const fineTune = !!args.lora || args.adapter !== undefined;
+  if (fineTune && !args.init) fail("--lora and --adapter fine-tune a model: name it with --init");
+  if (fineTune && args.f16) fail("an adapter's tensors are f32 only: --f16 is for models");
+  if (!args.lora && (args["lora-rank"] ?? args["lora-alpha"] ?? args["lora-targets"]) !== undefined) fail("--lora-rank, --lora-alpha and --lora-targets go with --lora");
+  if (fineTune) train.lr = LORA.lr;
   if (args.lr !== undefined) {
     train.lr = Number(args.lr);
     if (!(train.lr > 0)) fail(`--lr must be a positive number, got ${JSON.stringify(args.lr)}`);
@@ -80,26 +92,45 @@ async function main(): Promise<void> {
   }
 
   let init: Uint8Array | undefined;
+  let base: Checkpoint | undefined;
   if (args.init) {
     try {
       init = readFileSync(args.init);
-      const shape = readCheckpoint(init).model;
-      if (JSON.stringify(shape) !== JSON.stringify(p.model)) fail(`--init ${args.init} is shaped ${JSON.stringify(shape)}, not as --preset ${p.id}`);
+      base = readCheckpoint(init);
     } catch (e) {
       fail(`--init ${args.init}: ${(e as Error).message}`);
     }
+    if (JSON.stringify(base.model) !== JSON.stringify(p.model)) fail(`--init ${args.init} is shaped ${JSON.stringify(base.model)}, not as --preset ${p.id}`);
+    if (fineTune && base.adapter) fail(`--init ${args.init} is an adapter: fine-tuning needs the model it was made for`);
+  }
+  let adapter: Checkpoint | null = null;
+  let lora: LoraSettings | undefined;
+  if (args.adapter) {
+    try {
+      adapter = readCheckpoint(readFileSync(args.adapter));
+    } catch (e) {
+      fail(`--adapter ${args.adapter}: ${(e as Error).message}`);
+    }
+    if (!adapter.adapter) fail(`--adapter ${args.adapter} is a model, not an adapter`);
+    lora = { rank: adapter.adapter.rank, alpha: adapter.adapter.alpha, targets: adapter.adapter.targets };
+  } else if (args.lora) {
+    lora = loraSettings(args["lora-rank"], args["lora-alpha"], args["lora-targets"]);
   }
   const gpu = await dawnGpu(args.levers ?? "all", !!args["dawn-f16-toggle"], fail, log);
   // The profile times each dispatch by the GPU's clock where it can.
   const stamps: GPUFeatureName[] = args.profile && gpu.options.adapter?.features.has("timestamp-query") ? ["timestamp-query"] : [];
   let backend!: Backend;
   const make = async (model = p.model) =>
-    (backend = await createBackend("webgpu", model, train, { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps] }));
-  const trainer = init
-    ? await loadTrainer(init, (model) => make(model), train, { producer: "tinygpt-node" })
-    : await createTrainer(await make(), p.model, train, { producer: "tinygpt-node" });
+    (backend = await createBackend("webgpu", model, train, { ...gpu.options, features: [...(gpu.options.features ?? []), ...stamps], ...(lora ? { lora } : {}) }));
+  const names = { base: args.init!, adapter: args.adapter ?? "the adapter" };
+  const trainer = lora
+    ? await fineTuneTrainer(await make(), base!, train, adapter, names, { producer: "tinygpt-node" })
+    : init
+      ? await loadTrainer(init, (model) => make(model), train, { producer: "tinygpt-node" })
+      : await createTrainer(await make(), p.model, train, { producer: "tinygpt-node" });
   await trainer.setCorpus(basename(args.corpus), corpus);
   const tokensPerStep = train.batch_size * p.model.block_size;
+  if (lora) log(`train: fine-tuning ${args.init} with a rank-${lora.rank} adapter (alpha ${lora.alpha}) on ${lora.targets.join(", ")}; the model stays frozen`);
   log(`train: ${p.label} on ${backend.device}${backend.paths.length ? ` (+${backend.paths.join(", +")})` : ", plain f32 kernels"}, ${corpus.length} corpus bytes, ${steps} steps of ${tokensPerStep} tokens`);
   const losses: number[] = [];
 
@@ -171,10 +202,24 @@ async function main(): Promise<void> {
     for (const r of profile.slice(0, 15)) log(`  ${r.ms.toFixed(2).padStart(9)} ms  ${String(r.dispatches).padStart(3)} x ${r.op} (${r.workgroups} workgroups)`);
   }
   if (args.stats) {
-    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, val_metric: valMetric ?? null, best: keepBest ? best : null, profile, profile_timing: profileTiming };
+    const stats = { preset: p.id, device: backend.device, levers: backend.paths, verdicts: gpu.verdicts, losses, steps, timed_steps: timedSteps, batch_size: train.batch_size, block_size: p.model.block_size, tokens_per_s: tokensPerSec, ms_per_step: timedSteps > 0 ? (1000 * elapsed) / timedSteps : NaN, final_loss: last, val_loss: val ?? null, val_metric: valMetric ?? null, best: keepBest ? best : null,
+      resident_bytes: backend.residentBytes, lora: lora ?? null, adapter_params: lora ? adapterLayout(p.model, lora).reduce((n, t) => n + t.size, 0) : null,
+      profile, profile_timing: profileTiming };
     writeFileSync(args.stats, JSON.stringify(stats, null, 2) + "\n");
   }
   trainer.dispose();
+}
+
+/** --lora-rank, --lora-alpha, --lora-targets: checked, facts.json lora's defaults where absent. */
+function loraSettings(rank: string | undefined, alpha: string | undefined, targets: string | undefined): LoraSettings {
+  const r = int("lora-rank", rank, LORA.rank);
+  if (r < 1 || r > LORA.max_rank) fail(`--lora-rank must be from 1 to ${LORA.max_rank}, got ${r}`);
+  const a = int("lora-alpha", alpha, LORA.alpha, true);
+  if (!(a > 0)) fail(`--lora-alpha must be positive, got ${a}`);
+  const chosen = targets === undefined ? LORA.targets : targets.split(",");
+  const unknown = chosen.filter((t) => !(PROJECTIONS as string[]).includes(t));
+  if (unknown.length || !chosen.length) fail(`--lora-targets: ${unknown.length ? `no projection ${unknown.join(", ")}` : "none given"} (there are: ${PROJECTIONS.join(", ")})`);
+  return { rank: r, alpha: a, targets: PROJECTIONS.filter((t) => chosen.includes(t)) };
 }
 
 run(main);
