@@ -1,7 +1,7 @@
 // The WebAssembly CPU backend: the same training step as the reference
 // (tinygpt/model.py, tinygpt/train.py) over one linear memory, with the kernels
 // of assembly/index.ts. Everything lives in that memory: parameters, gradients,
-// Adam moments, transposed weights, and the activations of one micro-batch. A
+// Adam moments, and the activations of one micro-batch. A
 // batch whose activations would not fit the budget is run as several
 // micro-batches whose gradients add up (the loss is a mean over all positions,
 // so the result is the same step).
@@ -221,8 +221,6 @@ function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEF
   const trained = adapter ? adapter.floats : P;
   const params = fixed.take(P), grads = fixed.take(trained), mom1 = fixed.take(trained), mom2 = fixed.take(trained);
   const adapterParams = adapter ? fixed.take(trained) : 0, adapterScaled = adapter ? fixed.take(trained) : 0, adapterT = adapter ? fixed.take(trained) : 0;
-  // Every matrix transposed, at its own offset: input gradients and the tied head read W^T.
-  const paramsT = fixed.take(P);
   const normBlocks = Math.ceil(trained / NORM_BLOCK);
   const norms = fixed.take(2 * normBlocks);
   const decayed = layout.filter((t) => t.decay);
@@ -237,7 +235,7 @@ function memoryPlan(model: ModelConfig, heapBase: number, activationBudget = DEF
   layoutActs(model, 1, oneSeq, adapter);
   const jobFlops = T * (2 * C * (C + 2 * F) + 4 * T * C);
   const maxSeqs = Math.max(1, Math.min(Math.floor(activationBudget / oneSeq.end), Math.floor(JOB_FLOPS / jobFlops)));
-  return { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, paramsT, normBlocks, norms,
+  return { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, normBlocks, norms,
     decayed, decayRanges, int8, int8Words, rowsQ, rowScales, actsBase: fixed.end, maxSeqs };
 }
 
@@ -262,7 +260,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const instance = await WebAssembly.instantiate(module, { env: { memory } });
   const ex = instance.exports as unknown as Exports;
 
-  const { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, paramsT, normBlocks, norms,
+  const { layout, P, adapter, trained, control, params, grads, mom1, mom2, adapterParams, adapterScaled, adapterT, normBlocks, norms,
     decayed, decayRanges, int8, int8Words, rowsQ, rowScales, actsBase, maxSeqs } = memoryPlan(model, ex.heap_base(), opts.activationBudget, opts.lora);
   const F = 4 * C, V = model.vocab_size;
 
@@ -288,14 +286,12 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
   const byName = new Map(layout.map((t) => [t.name, t]));
   const tensor = (name: string) => byName.get(name) as TensorInfo;
   const p = (name: string) => params + tensor(name).offset * 4;
-  const pT = (name: string) => paramsT + tensor(name).offset * 4;
   const g = (name: string) => grads + tensor(name).offset * 4;
   const blk = (i: number, name: string) => `blocks.${i}.${name}`;
   let step = 0;
   // Fine-tuning: the adapter's step count, and whether loss, prefill and decode add it.
   let adapterStep = 0, adapterOn = true;
   let acts: Acts | null = null;
-  let transposed = false; // paramsT matches params
   // Tokens the KV cache holds: their keys and values are rows [0, cached) of the first
   // sequence's l.k and l.v, where prefill and decode left them. 0 when there are none: trainStep
   // and loss reuse those activations, and setState changes the parameters they came from.
@@ -341,16 +337,6 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     if (interruptible) checkInterrupt(opts.interrupt);
   };
 
-  const transposeWeights = () => {
-    if (transposed) return;
-    for (const t of decayed) {
-      if (t.name === "position_embedding.weight") continue;
-      const [K, M] = t.shape;
-      call("transpose", [pT(t.name), p(t.name), K, M], 0, K);
-    }
-    transposed = true;
-  };
-
   /**
    * The kernels of one micro-batch of `rows` rows in sequences of T. With `lo` > 0 (one
    * sequence) rows [0, lo) are the KV cache and the forward runs rows [lo, rows): a decode, one,
@@ -364,6 +350,9 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
     /** out[rows, M] = c + inp[rows, K] @ w[K, M] + b */
     const linear = (out: number, inp: number, w: number, b: number, c: number, K: number, M: number) =>
       rowwise("matmul", [out, inp, w, b, c, K, 1, K, M]);
+    /** out [rows, M] = c + inp [rows, K] W^T, W [M, K] read in place. */
+    const linearT = (out: number, inp: number, w: string, c: number, K: number, M: number) =>
+      rowwise("matmul_nt", [out, inp, p(w), c, K, M]);
     /**
      * dw[K, M] += x^T @ dout, over all rows. With K > M the strided reads of x
      * (K floats apart, often a power of two) fight over the same cache sets, so
@@ -416,7 +405,6 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
 
     /** Forward through every block; the final LayerNorm and head run on rows [headLo, rows). Leaves the last job open. */
     const forward = (headLo: number) => {
-      transposeWeights();
       rowwise("embed_forward", [a.layers[0].res, a.tokens, p("token_embedding.weight"), p("position_embedding.weight"), T, C]);
       for (let i = 0; i < model.n_layer; i++) {
         const l = a.layers[i];
@@ -445,7 +433,7 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       if (q8) {
         rowwise("quantize_rows", [rowsQ, rowScales, a.lnf, C]);
         rowwise("matvec_i8", [a.logits, rowsQ, rowScales, int8Block("token_embedding.weight"), 0, 0, C, V]);
-      } else call("matmul", [a.logits, a.lnf, pT("token_embedding.weight"), 0, 0, C, 1, C, V], headLo, rows);
+      } else call("matmul_nt", [a.logits, a.lnf, p("token_embedding.weight"), 0, C, V], headLo, rows);
     };
 
     /**
@@ -471,14 +459,13 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
       for (let i = model.n_layer - 1; i >= 0; i--) {
         const l = a.layers[i];
         const name = (n: string) => blk(i, n);
-        const wT = (n: string) => pT(blk(i, n));
-        linear(a.dh, dres, wT("mlp.fc_out.weight"), 0, 0, C, F);
+        linearT(a.dh, dres, name("mlp.fc_out.weight"), 0, C, F);
         adaptBack(i, "fc_out", dres, a.dh);
         rowwise("gelu_backward", [a.dh, l.h, F]);
-        linear(a.dln2, a.dh, wT("mlp.fc_in.weight"), 0, 0, F, C);
+        linearT(a.dln2, a.dh, name("mlp.fc_in.weight"), 0, F, C);
         adaptBack(i, "fc_in", a.dh, a.dln2);
         rowwise("layernorm_backward", [dmid, dres, a.dln2, l.mid, p(name("ln2.weight")), l.ln2Mean, l.ln2Rstd, C]);
-        linear(a.dy, dmid, wT("attn.o_proj.weight"), 0, 0, C, C);
+        linearT(a.dy, dmid, name("attn.o_proj.weight"), 0, C, C);
         adaptBack(i, "o", dmid, a.dy);
         if (full && a.gT) rowwise("transpose", [a.gT, l.g, rows, F]);
         sync();
@@ -500,9 +487,9 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         sync();
         const inputGrad = full || i > 0;
         if (inputGrad) {
-          linear(a.dln1, a.dq, wT("attn.q_proj.weight"), 0, 0, C, C);
-          linear(a.dln1, a.dk, wT("attn.k_proj.weight"), 0, a.dln1, C, C);
-          linear(a.dln1, a.dv, wT("attn.v_proj.weight"), 0, a.dln1, C, C);
+          linearT(a.dln1, a.dq, name("attn.q_proj.weight"), 0, C, C);
+          linearT(a.dln1, a.dk, name("attn.k_proj.weight"), a.dln1, C, C);
+          linearT(a.dln1, a.dv, name("attn.v_proj.weight"), a.dln1, C, C);
         }
         const qkv = [["q", a.dq], ["k", a.dk], ["v", a.dv]] as const;
         for (const [target, d] of qkv) adaptBack(i, target, d, inputGrad ? a.dln1 : 0);
@@ -683,7 +670,6 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         if (s.v) f32.set(s.v, mom2 / 4); else f32.fill(0, mom2 / 4, mom2 / 4 + P);
       }
       step = s.step;
-      transposed = false;
       cached = 0;
       paramsChanged();
     },
@@ -707,7 +693,6 @@ async function start(model: ModelConfig, opts: CpuBackendOptions, module: WebAss
         opt.eps, opt.weight_decay, bc1, bc2, clip], 0, trained, 64);
       sync(false);
       if (adapter) prepareAdapter();
-      else transposed = false;
       paramsChanged();
       return loss;
     },

@@ -20,7 +20,7 @@
 // the job loop for the rest of the worker's life (the backend terminates it).
 
 export const KERNELS = [
-  "matmul", "transpose", "colsum", "zero", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
+  "matmul", "matmul_nt", "transpose", "colsum", "zero", "embed_forward", "embed_backward", "layernorm_forward", "layernorm_backward",
   "layernorm_param_grads", "attention_forward", "attention_decode", "attention_backward", "gelu_forward", "gelu_backward",
   "crossentropy", "sumsq", "adamw", "quantize_rows", "matvec_i8",
 ] as const;

@@ -165,6 +165,73 @@ export function matmul(out: usize, a: usize, b: usize, bias: usize, c: usize, ro
   }
 }
 
+// ---------------------------------------------------------------------------
+// out[i, j] = c[i, j] + sum_p a[i, p] * w[j, p] for rows i in [lo, hi): a product with w [M, P]
+// transposed, read in place, for what reads a weight transposed (the tied head's logits, input
+// gradients), so that no transposed copy of the weights is kept. p is contiguous in a's and w's
+// rows alike, so each output is a dot product: 4 lanes of partial sums, added across once at the
+// end (P a multiple of 4). Blocks of 4 rows x 2 of w's rows keep 8 accumulators; a row left over
+// (a decode's one) takes 4 of w's rows at a time. w's rows go in panels that stay in cache while
+// every row block of the range passes over them. c is 0 (nothing) or out itself (accumulate).
+
+@inline function ntStore(out: usize, c: usize, offset: usize, v: v128): void {
+  store<f32>(out + offset, (c ? load<f32>(c + offset) : 0) + hsum(v));
+}
+
+export function matmul_nt(out: usize, a: usize, w: usize, c: usize, P: i32, M: i32, lo: i32, hi: i32): void {
+  const rs = <usize>P << 2;
+  const os = <usize>M << 2;
+  const panel = max(4, PANEL_FLOATS / P);
+  for (let j0 = 0; j0 < M; j0 += panel) {
+    const j1 = min(M, j0 + panel);
+    let i = lo;
+    for (; i + 4 <= hi; i += 4) {
+      const a0 = a + <usize>i * rs;
+      const o0 = <usize>i * os;
+      let j = j0;
+      for (; j < j1; j += 2) {
+        const two = j + 1 < j1; // else w's last row twice, stored once
+        const w0 = w + <usize>j * rs, w1 = two ? w0 + rs : w0;
+        let s00 = f32x4.splat(0), s01 = f32x4.splat(0), s10 = f32x4.splat(0), s11 = f32x4.splat(0);
+        let s20 = f32x4.splat(0), s21 = f32x4.splat(0), s30 = f32x4.splat(0), s31 = f32x4.splat(0);
+        for (let q: usize = 0; q < rs; q += 16) {
+          const b0 = v128.load(w0 + q), b1 = v128.load(w1 + q);
+          const x0 = v128.load(a0 + q), x1 = v128.load(a0 + rs + q);
+          const x2 = v128.load(a0 + 2 * rs + q), x3 = v128.load(a0 + 3 * rs + q);
+          s00 = madd(x0, b0, s00); s01 = madd(x0, b1, s01);
+          s10 = madd(x1, b0, s10); s11 = madd(x1, b1, s11);
+          s20 = madd(x2, b0, s20); s21 = madd(x2, b1, s21);
+          s30 = madd(x3, b0, s30); s31 = madd(x3, b1, s31);
+        }
+        const oj = o0 + (<usize>j << 2);
+        ntStore(out, c, oj, s00); ntStore(out, c, oj + os, s10); ntStore(out, c, oj + 2 * os, s20); ntStore(out, c, oj + 3 * os, s30);
+        if (two) {
+          ntStore(out, c, oj + 4, s01); ntStore(out, c, oj + os + 4, s11); ntStore(out, c, oj + 2 * os + 4, s21); ntStore(out, c, oj + 3 * os + 4, s31);
+        }
+      }
+    }
+    for (; i < hi; i++) {
+      const a0 = a + <usize>i * rs;
+      const o0 = <usize>i * os;
+      for (let j = j0; j < j1; j += 4) {
+        const w0 = w + <usize>j * rs;
+        const w1 = j + 1 < j1 ? w0 + rs : w0, w2 = j + 2 < j1 ? w0 + 2 * rs : w0, w3 = j + 3 < j1 ? w0 + 3 * rs : w0;
+        let s0 = f32x4.splat(0), s1 = f32x4.splat(0), s2 = f32x4.splat(0), s3 = f32x4.splat(0);
+        for (let q: usize = 0; q < rs; q += 16) {
+          const x = v128.load(a0 + q);
+          s0 = madd(x, v128.load(w0 + q), s0); s1 = madd(x, v128.load(w1 + q), s1);
+          s2 = madd(x, v128.load(w2 + q), s2); s3 = madd(x, v128.load(w3 + q), s3);
+        }
+        const oj = o0 + (<usize>j << 2);
+        ntStore(out, c, oj, s0);
+        if (j + 1 < j1) ntStore(out, c, oj + 4, s1);
+        if (j + 2 < j1) ntStore(out, c, oj + 8, s2);
+        if (j + 3 < j1) ntStore(out, c, oj + 12, s3);
+      }
+    }
+  }
+}
+
 /**
  * dst[c, r] = src[r, c] for rows r in [lo, hi) and columns c in [0, cols) (a
  * multiple of 4), strides ds and ss in floats. 4x4 tiles are turned with
