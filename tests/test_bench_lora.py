@@ -1,6 +1,6 @@
 """bench/bench_lora.py end to end on Tiny: both modes train, fine-tuning holds less memory than full
 training, the adapter's size is the layout's, and what it writes is a file the speedup page can plot;
-and each committed content/data/lora_cpu*.json shows what its own results say."""
+and each committed content/data/lora_*.json (WebAssembly here, WebGPU on a data-centre GPU) shows what its own results say."""
 import json
 import sys
 from pathlib import Path
@@ -42,7 +42,7 @@ def test_lora_benchmark_writes_a_plottable_result(tmp_path):
     assert {s["name"] for s in doc["series"]} == {"WebAssembly, full training, 1 thread", "WebAssembly, LoRA fine-tuning, 1 thread"}
 
 
-@pytest.mark.parametrize("path", sorted((ROOT / "content" / "data").glob("lora_cpu*.json")), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", sorted((ROOT / "content" / "data").glob("lora_*.json")), ids=lambda p: p.name)
 def test_the_committed_runs_show_what_their_results_say(path):
     doc = json.loads(path.read_text())
     plots._check(doc, lambda *keys: f"{path}: {keys}")
