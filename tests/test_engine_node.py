@@ -66,7 +66,7 @@ def node_run(tmp_path_factory):
            "TINYGPT_PY_CHECKPOINT": str(paths["py"]), "TINYGPT_NODE_CHECKPOINT_OUT": str(paths["resaved"]),
            "TINYGPT_NODE_TRAINED_OUT": str(paths["trained"])}
     run = subprocess.run(["node", "--test", *map(str, bundles)], cwd=tmp, env=env,
-                         capture_output=True, text=True, timeout=2400)
+                         capture_output=True, text=True, timeout=3600)
     return run, paths, written
 
 

@@ -152,8 +152,9 @@ def serve(root: Path, port: int) -> int:
     return 0
 
 
-# Tests run in a second pytest beside the rest: the gallery's validation metric is numpy on one
-# core for most of its quarter of an hour, while the rest waits on browsers and Node much of the time.
+# Tests run in a second pytest beside the end-to-end tests: the gallery's validation metric is numpy,
+# mostly on one core, for a quarter of an hour, while the browser tests wait on pages much of the time.
+# The unit tests run first and alone: the engine's suite on SwiftShader wants both cores.
 BESIDE = ["tests/test_gallery_metric.py"]
 
 
@@ -162,18 +163,19 @@ def test(root: Path) -> int:
         return 1
     tsc = subprocess.run(["npx", "tsc", "--noEmit", "-p", "."], cwd=root)
     print("tsc: ok" if tsc.returncode == 0 else "tsc: type errors (above)", flush=True)
+    pytest = [sys.executable, "-m", "pytest"]
+    units = subprocess.run([*pytest, "tests", *(f"--ignore={t}" for t in BESIDE)], cwd=root)
     with tempfile.TemporaryFile("w+") as log:
-        beside = subprocess.Popen([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *BESIDE], cwd=root,
-                                  stdout=log, stderr=subprocess.STDOUT)
+        beside = subprocess.Popen([*pytest, "-p", "no:cacheprovider", *BESIDE], cwd=root, stdout=log, stderr=subprocess.STDOUT)
         try:
-            tests = subprocess.run([sys.executable, "-m", "pytest", "tests", "e2e", *(f"--ignore={t}" for t in BESIDE)], cwd=root)
+            e2e = subprocess.run([*pytest, "e2e"], cwd=root)
             beside.wait()
         finally:
             if beside.poll() is None:
                 beside.kill()
         log.seek(0)
-        print(f"\n{' '.join(BESIDE)}, run beside the rest:\n{log.read()}", end="", flush=True)
-    return 1 if tsc.returncode or tests.returncode or beside.returncode else 0
+        print(f"\n{' '.join(BESIDE)}, run beside the end-to-end tests:\n{log.read()}", end="", flush=True)
+    return 1 if tsc.returncode or units.returncode or e2e.returncode or beside.returncode else 0
 
 
 def main(argv: list[str]) -> int:
