@@ -120,9 +120,11 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
 
     bad = cli("--preset", "enormous", "--corpus", "sonnet.txt", "--steps", "1", "--out", "x.tinygpt")
     assert bad.returncode == 2 and 'unknown preset "enormous"' in bad.stderr, bad.stderr
-    # Batch size 1 keeps a step quick on SwiftShader; the file must still be a whole run.
+    # Batch size 1 keeps a step quick on SwiftShader; the file must still be a whole run. The runs here
+    # gate no lever (--levers none): a gate trains its own shapes, minutes on SwiftShader, and the
+    # levers' gates have their own tests.
     run = cli("--preset", "tiny", "--corpus", "sonnet.txt", "--steps", "2", "--batch-size", "1", "--eval-every", "2",
-              "--eval-batches", "1", "--out", "tiny.tinygpt", "--f16", "--val-metric", "--stats", "stats.json")
+              "--eval-batches", "1", "--out", "tiny.tinygpt", "--f16", "--val-metric", "--stats", "stats.json", "--levers", "none")
     assert run.returncode == 0, run.stdout + run.stderr
     ckpt = checkpoint.load(tmp_path / "tiny.tinygpt")
     # The engine's metric on its f32 weights, the reference's on the file's f16 copy of them.
@@ -142,7 +144,7 @@ def test_cli_trains_and_writes_a_file_python_reads(tmp_path):
     assert blind.returncode == 2 and "--keep-best needs evaluations" in blind.stderr, blind.stderr
     run = cli("--preset", "tiny", "--init", "tiny.tinygpt", "--corpus", "sonnet.txt", "--steps", "4", "--batch-size", "1",
               "--lr", "0.05", "--eval-every", "2", "--eval-batches", "1", "--keep-best", "--no-optimizer",
-              "--out", "best.tinygpt", "--stats", "best.json")
+              "--out", "best.tinygpt", "--stats", "best.json", "--levers", "none")
     assert run.returncode == 0, run.stdout + run.stderr
     best = json.loads((tmp_path / "best.json").read_text())["best"]
     kept = checkpoint.load(tmp_path / "best.tinygpt")
