@@ -95,8 +95,8 @@ def webgpu(node: str, preset_id: str, steps: int, rounds: int, levers: str, togg
 
     cli("--steps", "0", out=base)
     modes = {"full": ["--init", str(base)], "finetune": ["--init", str(base), "--lora"]}
-    runs = {mode: [cli("--steps", str(steps), *extra, out=tmp / f"{preset_id}-{mode}.tinygpt") for _ in [0]] for mode, extra in modes.items()}
-    for _ in range(rounds - 1):  # alternate, as the CPU half does
+    runs = {mode: [] for mode in modes}
+    for _ in range(rounds):  # alternating, as the CPU half does
         for mode, extra in modes.items():
             runs[mode].append(cli("--steps", str(steps), *extra, out=tmp / f"{preset_id}-{mode}.tinygpt"))
     first = runs["finetune"][0]
