@@ -12,7 +12,11 @@ const { instance } = await WebAssembly.instantiate(readFileSync(process.argv[2])
 const ex = instance.exports;
 const f32 = new Float32Array(memory.buffer);
 let top = Math.ceil(ex.heap_base() / 64) * 64;
-const alloc = (n) => (top += Math.ceil((n * 4) / 64) * 64) - Math.ceil((n * 4) / 64) * 64;
+const alloc = (n) => {
+  const at = top;
+  top += Math.ceil((n * 4) / 64) * 64;
+  return at;
+};
 const fill = (at, n, seed) => {
   for (let i = 0, s = seed; i < n; i++) f32[at / 4 + i] = ((s = (s * 1103515245 + 12345) >>> 0) / 2 ** 32) - 0.5;
 };
