@@ -46,11 +46,14 @@ def test_every_gradient_matches_central_finite_differences():
             assert np.linalg.norm(numeric - analytic) / scale < 1e-5, name
 
 
-def test_erf_agrees_with_math_erf_to_double_precision():
+def test_gelu_is_exact_in_either_dtype():
     x = np.concatenate([np.linspace(-7, 7, 20001), [0.0, 2.5, -2.5, 6.0, -6.0, 1e-12, 30.0]])
-    expected = np.array([math.erf(v) for v in x])
-    assert np.max(np.abs(model.erf(x) - expected)) < 1e-15
-    assert np.isnan(model.erf(np.array([np.nan])))[0]
+    expected = np.array([v * 0.5 * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    y64, _ = model.gelu_forward(x)
+    assert y64.dtype == np.float64 and np.max(np.abs(y64 - expected)) < 1e-14
+    y32, cdf32 = model.gelu_forward(x.astype(np.float32))
+    assert y32.dtype == cdf32.dtype == np.float32 and np.max(np.abs(y32 - expected) / np.maximum(np.abs(expected), 1)) < 3e-7
+    assert np.isnan(model.gelu_forward(np.array([np.nan]))[0])[0]
 
 
 def test_float32_and_float64_agree_and_keep_their_dtype():
