@@ -7,7 +7,8 @@
 // with no gradients or moments on the GPU, and those buffers are the adapter's, in its own
 // layout; a step clips and updates the adapter alone, counting its own steps. Loss, prefill,
 // decode and sampleTokens run the plans with or without the adapter's terms, as its switch says.
-// It has no int8 decoding path: the adapter's tensors have no int8 copy.
+// It has no int8 decoding path: the adapter's tensors have no int8 copy. Its step runs as
+// micro-batches where the whole batch's activations would pass FINE_TUNING_ACTIVATIONS.
 
 import type { AdapterSlot, Backend, Draw, Int8Decoding, ModelConfig, ParamState, TrainConfig } from "../types";
 import { type LoraSettings, loraScale } from "../lora";
@@ -17,7 +18,7 @@ import { floatToHalf } from "../f16";
 import { type FlatLayout, type GpuLayout, adapterGpuLayout, fromGpuOrder, gpuLayout, toGpuOrder } from "./layout";
 import { type AdapterBuffers, Graph, type ParamBuffers } from "./graph";
 import { type Binding, type Dispatch, Pipelines, Recorder, encode } from "./recorder";
-import { type AnyOp, F32_KERNELS, MAX_HEAD_DIM, type KernelTable } from "./kernels";
+import { ACCUMULATE, type AnyOp, F32_KERNELS, MAX_HEAD_DIM, type KernelTable, matmulOp } from "./kernels";
 import { type Int8Layout, int8Layout } from "../quantize";
 import { recordInt8Copy } from "./int8";
 
@@ -29,6 +30,13 @@ const LOST_GRACE_MS = 2000;
 const STEPS_PER_SUBMIT = 8;
 // The most queries a timestamp query set holds (WebGPU's limit): two a dispatch in profileStep.
 const MAX_QUERIES = 4096;
+/**
+ * The bytes of activations (Graph) a fine-tuning step holds at once. A frozen base saves only its
+ * gradients and moments, while a batch's activations grow with it (Huge's batch of 64: 2.7 GiB),
+ * so a larger batch runs as micro-batches, the adapter's gradients added up on the GPU: what
+ * fine-tuning holds then stays near the base's weights. Full training keeps the whole batch, for speed.
+ */
+export const FINE_TUNING_ACTIVATIONS = 2 ** 30;
 
 /** profileStep's answer: each dispatch of a training step, in order, with its time. */
 export interface StepProfile {
@@ -60,7 +68,7 @@ export function trainingLayout(model: ModelConfig, kernels: KernelTable, alignBy
  * allocates through it, and plan.ts runs it on a stand-in device that only
  * records sizes, so the figure shown before Start is the backend's own.
  */
-export function allocateTraining(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, batch: number, lora?: LoraSettings) {
+export function allocateTraining(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, batch: number, lora?: LoraSettings, activationBudget = FINE_TUNING_ACTIVATIONS) {
   const buffers: GPUBuffer[] = [];
   const buffer = (label: string, size: number, usage: number) => {
     const b = device.createBuffer({ label, size: Math.max(16, Math.ceil(size / 16) * 16), usage });
@@ -79,12 +87,51 @@ export function allocateTraining(device: GPUDevice, kernels: KernelTable, model:
     params: floats("parameters", layout.total), mirror: halves("parameters as halves", layout.total),
     grads: floats("gradients", trained), m: floats("adam m", trained), v: floats("adam v", trained), adapter,
   };
-  const trainGraph = new Graph(device, kernels, model, layout, bufs, batch, true);
+  const k = adapter ? microBatches(device, kernels, model, layout, bufs, batch, activationBudget) : 1;
+  const copies = GPUBufferUsage.COPY_SRC | GPUBufferUsage.COPY_DST;
+  // The micro-batches' backward writes the adapter's gradients here; each adds 1/k of them to bufs.grads.
+  const micro: MicroBatches | null = k === 1 ? null : {
+    k, grads: floats("adapter gradients of a micro-batch", trained), share: floats("1 / micro-batches", 1),
+    tokens: buffer("batch tokens", batch * model.block_size * 4, copies), targets: buffer("batch targets", batch * model.block_size * 4, copies),
+    losses: buffer("micro-batch losses", k * 4, copies),
+  };
+  const trainGraph = new Graph(device, kernels, model, layout, micro ? { ...bufs, grads: micro.grads } : bufs, batch / k, true);
   const sampleGraph = new Graph(device, kernels, model, layout, bufs, 1, false);
   const nPartials = Math.min(Math.ceil(trained / 256), PARTIALS_MAX);
   const partials = buffer("grad norm partials", nPartials * 4, GPUBufferUsage.STORAGE);
   const norm = buffer("grad norm", 16, GPUBufferUsage.STORAGE);
-  return { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm };
+  return { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm, micro };
+}
+
+/** A fine-tuning step cut into k micro-batches, whose tokens and losses wait in these buffers. */
+interface MicroBatches {
+  k: number;
+  grads: GPUBuffer;
+  share: GPUBuffer;
+  tokens: GPUBuffer;
+  targets: GPUBuffer;
+  losses: GPUBuffer;
+}
+
+/**
+ * The micro-batches a fine-tuning step of `batch` sequences runs as: the fewest that divide it and
+ * whose training graph's activations fit `budget`, sized by Graph itself on a stand-in device;
+ * one sequence each where none does.
+ */
+function microBatches(device: GPUDevice, kernels: KernelTable, model: ModelConfig, layout: GpuLayout, bufs: ParamBuffers, batch: number, budget: number): number {
+  const sizing = {
+    limits: { minStorageBufferOffsetAlignment: device.limits.minStorageBufferOffsetAlignment, maxStorageBufferBindingSize: Infinity },
+    createBuffer: (d: GPUBufferDescriptor) => ({ size: d.size }),
+  } as unknown as GPUDevice;
+  for (let k = 1; k < batch; k++) {
+    if (batch % k) continue;
+    try {
+      if (new Graph(sizing, kernels, model, layout, bufs, batch / k, true).bytes <= budget) return k;
+    } catch {
+      // more rows than one dispatch covers: a smaller micro-batch
+    }
+  }
+  return batch;
 }
 
 export interface GpuBackendOptions {
@@ -109,6 +156,8 @@ export interface GpuBackendOptions {
   context?: GpuContext;
   /** Fine-tune an adapter with these settings on a frozen base (Backend.adapter). */
   lora?: LoraSettings;
+  /** Fine-tuning, the most bytes of activations a micro-batch may hold (FINE_TUNING_ACTIVATIONS unless given). */
+  activationBudget?: number;
 }
 
 export async function createGpuBackend(model: ModelConfig, train: TrainConfig, opts: GpuBackendOptions = {}): Promise<GpuBackend> {
@@ -122,7 +171,7 @@ export async function createGpuBackend(model: ModelConfig, train: TrainConfig, o
   try {
     const table = { ...F32_KERNELS, ...opts.kernels };
     const int8 = opts.int8 && !opts.lora && int8Fits(model, { ...table, ...opts.int8 }) ? new Pipelines({ ...table, ...opts.int8 }) : null;
-    const backend = new GpuBackend(ctx, new Pipelines(table), model, train, owned, opts.levers ?? [], int8, opts.lora);
+    const backend = new GpuBackend(ctx, new Pipelines(table), model, train, owned, opts.levers ?? [], int8, opts.lora, opts.activationBudget);
     await backend.ready;
     return backend;
   } catch (e) {
@@ -159,7 +208,10 @@ export class GpuBackend implements Backend, Int8Decoding {
   private readonly trainGraph: Graph;
   private readonly sampleGraph: Graph;
   private readonly recorders: Recorder[] = [];
-  private stepPlan: Dispatch[] = [];
+  /** A training step: each micro-batch's forward, loss and backward (one, unless fine-tuning cuts the batch), then clipping and AdamW. */
+  private microPlans: Dispatch[][] = [];
+  private updatePlan: Dispatch[] = [];
+  private readonly micro: MicroBatches | null;
   /** Without the adapter's terms, then (fine-tuning) with them. */
   private forwardPlans: ForwardPlans[] = [];
   private int8Plan: Dispatch[] = [];
@@ -199,15 +251,17 @@ export class GpuBackend implements Backend, Int8Decoding {
   private queue: Promise<unknown> = Promise.resolve();
   private readonly inFlight = new Set<Promise<unknown>>();
 
-  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, private readonly levers: readonly string[] = [], int8Pipelines: Pipelines | null = null, lora?: LoraSettings) {
+  constructor(ctx: GpuContext, pipelines: Pipelines, private readonly model: ModelConfig, private readonly train: TrainConfig, private readonly ownsDevice = true, private readonly levers: readonly string[] = [], int8Pipelines: Pipelines | null = null, lora?: LoraSettings, activationBudget?: number) {
     this.gpu = ctx.device;
     this.device = ctx.description;
     this.watch = new DeviceWatch(this.gpu);
     this.lost = this.watch.lost;
     this.layout = trainingLayout(model, pipelines.kernels, this.gpu.limits.minStorageBufferOffsetAlignment);
     if (this.layout.total * 4 > this.gpu.limits.maxStorageBufferBindingSize) throw new Error(`the model's ${this.layout.canonicalTotal} parameters need more than this GPU binds at once (${(this.gpu.limits.maxStorageBufferBindingSize / 2 ** 20).toFixed(0)} MiB)`);
-    const { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size, lora);
+    const { buffers, bufs, trained, trainGraph, sampleGraph, nPartials, partials, norm, micro } = allocateTraining(this.gpu, pipelines.kernels, model, this.layout, train.batch_size, lora, activationBudget);
     this.extra.push(...buffers);
+    this.micro = micro;
+    if (micro) this.gpu.queue.writeBuffer(micro.share, 0, Float32Array.of(1 / micro.k));
     if (lora) {
       this.gpu.queue.writeBuffer(bufs.adapter!.scale, 0, Float32Array.of(loraScale(lora)));
       this.adapter = this.adapterSlot(lora);
@@ -227,9 +281,17 @@ export class GpuBackend implements Backend, Int8Decoding {
     this.trainGraph.forward(step, lora !== undefined);
     this.trainGraph.lossForward(step);
     this.trainGraph.backward(step);
+    // A micro-batch's gradients, times 1/k, into the step's: the product of the 1x1 matrix [1/k]
+    // and them (as Graph scales by s), the first written, the rest added.
+    const gathers = [0, ACCUMULATE].map((flags) => {
+      const r = this.recorder(pipelines);
+      if (micro) r.op(matmulOp("tn", 1, trained, 1), { M: 1, N: trained, K: 1, flags }, { 1: micro.share, 2: micro.grads, 3: micro.share, 4: bufs.grads });
+      return r;
+    });
+    const clipping = this.recorder(pipelines);
     const clip = { n: trained, n_partials: nPartials, offset: 0, grad_clip: train.grad_clip, lr: 0, beta1: 0, beta2: 0, eps: 0, weight_decay: 0, bc1: 1, bc2: 1 };
-    step.op("grad_norm_partial", clip, { 1: this.bufs.grads, 2: partials });
-    step.op("grad_norm_final", clip, { 3: partials, 4: norm });
+    clipping.op("grad_norm_partial", clip, { 1: this.bufs.grads, 2: partials });
+    clipping.op("grad_norm_final", clip, { 3: partials, 4: norm });
 
     // AdamW's params change every step (lr, bias corrections): a recorder of its own.
     this.adam = this.recorder(pipelines);
@@ -265,7 +327,9 @@ export class GpuBackend implements Backend, Int8Decoding {
     this.ready = Promise.all([pipelines.compile(this.gpu, this.ops), int8Pipelines?.compile(this.gpu, [...int8!.ops, ...int8Copy!.ops])]).then(() => {
       if (int8) this.int8Plan = int8.finish("int8 decode");
       if (int8Copy) this.int8CopyPlan = int8Copy.finish("int8 copy");
-      this.stepPlan = [...step.finish("train step"), ...this.adam.finish("adamw")];
+      const [pass, first, rest] = [step.finish("train step"), gathers[0].finish("gather"), gathers[1].finish("gather")];
+      this.microPlans = Array.from({ length: micro?.k ?? 1 }, (_, i) => [...pass, ...(i ? rest : first)]);
+      this.updatePlan = [...clipping.finish("clip"), ...this.adam.finish("adamw")];
       this.forwardPlans = recorded.map((f) => ({ loss: f.loss.finish("loss"), logits: f.logits.finish("prefill"), decode: f.decode.finish("decode") }));
       this.samplePlan = this.sampler.finish("sample");
     });
@@ -391,19 +455,46 @@ export class GpuBackend implements Backend, Int8Decoding {
     );
   }
 
-  private run(plan: Dispatch[]): GPUCommandEncoder {
-    const enc = this.gpu.createCommandEncoder();
+  /** `plan` in one compute pass of `enc` (a new encoder unless given). */
+  private run(plan: Dispatch[], enc = this.gpu.createCommandEncoder()): GPUCommandEncoder {
     const pass = enc.beginComputePass();
     encode(pass, plan);
     pass.end();
     return enc;
   }
 
+  /** A batch of tokens and targets where `graph` reads them; training in micro-batches, the whole batch into micro's buffers, copied in one micro-batch at a time. */
   private writeTokens(graph: Graph, x: Int32Array, y: Int32Array | null): void {
-    const n = graph.B * this.model.block_size;
-    if (x.length !== n || (y && y.length !== n)) throw new Error(`expected ${n} tokens (batch ${graph.B} x block ${this.model.block_size}), got ${x.length}`);
-    this.gpu.queue.writeBuffer(graph.tokens, 0, x as Int32Array<ArrayBuffer>);
-    if (y) this.gpu.queue.writeBuffer(graph.targets, 0, y as Int32Array<ArrayBuffer>);
+    const whole = graph === this.trainGraph ? this.micro : null;
+    const [B, into] = whole ? [this.train.batch_size, whole] : [graph.B, graph];
+    const n = B * this.model.block_size;
+    if (x.length !== n || (y && y.length !== n)) throw new Error(`expected ${n} tokens (batch ${B} x block ${this.model.block_size}), got ${x.length}`);
+    this.gpu.queue.writeBuffer(into.tokens, 0, x as Int32Array<ArrayBuffer>);
+    if (y) this.gpu.queue.writeBuffer(into.targets, 0, y as Int32Array<ArrayBuffer>);
+  }
+
+  /** Copies micro-batch i's tokens and targets where the training graph reads them. */
+  private copyMicroBatch(enc: GPUCommandEncoder, i: number): void {
+    const bytes = this.trainGraph.B * this.model.block_size * 4;
+    enc.copyBufferToBuffer(this.micro!.tokens, i * bytes, this.trainGraph.tokens, 0, bytes);
+    enc.copyBufferToBuffer(this.micro!.targets, i * bytes, this.trainGraph.targets, 0, bytes);
+  }
+
+  /**
+   * Submits plans[i] on micro-batch i of the training graph's batch (one plan: the whole batch, as
+   * written), then `after`, and reads the batch's loss: the mean of the micro-batches' means.
+   */
+  private runBatch(plans: Dispatch[][], after: Dispatch[] = []): Promise<number> {
+    const micro = this.micro;
+    if (!micro) return this.submitAndRead(this.run([...plans[0], ...after]), this.trainGraph.loss, 0, 4).then((l) => l[0]);
+    const enc = this.gpu.createCommandEncoder();
+    plans.forEach((plan, i) => {
+      this.copyMicroBatch(enc, i);
+      this.run(plan, enc);
+      enc.copyBufferToBuffer(this.trainGraph.loss, 0, micro.losses, i * 4, 4);
+    });
+    if (after.length) this.run(after, enc);
+    return this.submitAndRead(enc, micro.losses, 0, micro.k * 4).then((l) => l.reduce((a, b) => a + b, 0) / micro.k);
   }
 
   trainStep(x: Int32Array, y: Int32Array, lr: number): Promise<number> {
@@ -415,9 +506,8 @@ export class GpuBackend implements Backend, Int8Decoding {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
       this.nextAdamStep(lr);
-      const read = this.submitAndRead(this.run(this.stepPlan), this.trainGraph.loss, 0, 4);
-      return { read };
-    }).then(async ({ read }) => (await read)[0]);
+      return { read: this.runBatch(this.microPlans, this.updatePlan) };
+    }).then(({ read }) => read);
   }
 
   /** Counts a step of what trains and sets AdamW's params for it. */
@@ -433,8 +523,8 @@ export class GpuBackend implements Backend, Int8Decoding {
     return this.serial(async () => {
       await this.slot();
       this.writeTokens(this.trainGraph, x, y);
-      return { read: this.submitAndRead(this.run(plans.loss), this.trainGraph.loss, 0, 4) };
-    }).then(async ({ read }) => (await read)[0]);
+      return { read: this.runBatch(this.microPlans.map(() => plans.loss)) };
+    }).then(({ read }) => read);
   }
 
   async prefill(tokens: Int32Array): Promise<Float32Array> {
@@ -542,7 +632,14 @@ export class GpuBackend implements Backend, Int8Decoding {
       this.writeTokens(this.trainGraph, x, y);
       this.nextAdamStep(lr);
       await this.gpu.queue.onSubmittedWorkDone();
-      return this.timePlan(this.stepPlan);
+      // In micro-batches, each one's tokens are copied in before its first dispatch.
+      const copies = new Map<number, (enc: GPUCommandEncoder) => void>();
+      let at = 0;
+      this.microPlans.forEach((plan, i) => {
+        if (this.micro) copies.set(at, (enc) => this.copyMicroBatch(enc, i));
+        at += plan.length;
+      });
+      return this.timePlan([...this.microPlans.flat(), ...this.updatePlan], copies);
     });
   }
 
@@ -578,8 +675,8 @@ export class GpuBackend implements Backend, Int8Decoding {
     });
   }
 
-  /** Each dispatch of `plan` in a compute pass of its own, with its time (profileStep says how). */
-  private async timePlan(plan: Dispatch[]): Promise<StepProfile> {
+  /** Each dispatch of `plan` in a compute pass of its own, with its time (profileStep says how); `before` encodes copies ahead of the dispatch at its index. */
+  private async timePlan(plan: Dispatch[], before = new Map<number, (enc: GPUCommandEncoder) => void>()): Promise<StepProfile> {
     const row = (d: Dispatch, ms: number) => ({ op: d.label, workgroups: d.workgroups[0] * d.workgroups[1] * d.workgroups[2], ms });
     const queries = 2 * plan.length;
     if (this.gpu.features.has("timestamp-query") && queries <= MAX_QUERIES) {
@@ -587,6 +684,7 @@ export class GpuBackend implements Backend, Int8Decoding {
       const resolved = this.gpu.createBuffer({ size: queries * 8, usage: GPUBufferUsage.QUERY_RESOLVE | GPUBufferUsage.COPY_SRC });
       const enc = this.gpu.createCommandEncoder();
       plan.forEach((d, i) => {
+        before.get(i)?.(enc);
         const pass = enc.beginComputePass({ timestampWrites: { querySet: set, beginningOfPassWriteIndex: 2 * i, endOfPassWriteIndex: 2 * i + 1 } });
         encode(pass, [d]);
         pass.end();
@@ -600,9 +698,11 @@ export class GpuBackend implements Backend, Int8Decoding {
       return { timing: "gpu" as const, dispatches: plan.map((d, i) => row(d, (ns(2 * i + 1) - ns(2 * i)) / 1e6)) };
     }
     const dispatches = [];
-    for (const d of plan) {
+    for (const [i, d] of plan.entries()) {
       const start = performance.now();
-      this.gpu.queue.submit([this.run([d]).finish()]);
+      const enc = this.gpu.createCommandEncoder();
+      before.get(i)?.(enc);
+      this.gpu.queue.submit([this.run([d], enc).finish()]);
       await this.gpu.queue.onSubmittedWorkDone();
       dispatches.push(row(d, performance.now() - start));
     }

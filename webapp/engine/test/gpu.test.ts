@@ -1,8 +1,8 @@
 // The WebGPU backend on Dawn: the conformance suite (conformance.ts) for the
 // plain kernels and for each GPU lever's table, then what only this backend
 // does: splitting its reductions as its kernel table says, refusing heads
-// wider than its attention kernels hold, fine-tuning an adapter of any rank
-// and on a table that reads weights as halves, and turning a lost device into
+// wider than its attention kernels hold, fine-tuning an adapter of any rank,
+// on a table that reads weights as halves and in micro-batches, and turning a lost device into
 // DeviceLostError. Every backend here shares one device, so
 // each kernel compiles once (SwiftShader takes about a minute for them all).
 import { test } from "node:test";
@@ -173,6 +173,39 @@ test("fine-tuning on a table that reads weights as halves (storage-f16) keeps th
     plain.dispose();
     halves.dispose();
   }
+});
+
+test("fine-tuning in micro-batches (one sequence each, by an activation budget of 1 byte) takes the whole batch's steps and losses, and holds less", { skip: noGpu ?? false }, async () => {
+  const g = golden();
+  const L = readJson<{ lora: LoraSettings; base_params: string; init_adapter: string }>(fixture("golden_lora_tiny.json")!);
+  const ids = (a: number[]) => Int32Array.from(a);
+  const tune = async (activationBudget?: number) => {
+    const b = await createGpuBackend(g.config, g.train, { context: context!, lora: L.lora, activationBudget });
+    try {
+      await b.setState({ params: f32(L.base_params), step: 0 });
+      await b.adapter!.setState({ params: f32(L.init_adapter), step: 0 });
+      const losses = [];
+      for (const st of g.steps.slice(0, 5)) losses.push(await b.trainStep(ids(st.x), ids(st.y), st.lr));
+      const st = g.steps[5];
+      losses.push(await b.loss(ids(st.x), ids(st.y)));
+      const profile = await b.profileStep(ids(st.x), ids(st.y), st.lr);
+      losses.push(await b.loss(ids(st.x), ids(st.y)));
+      return { losses, state: await b.adapter!.getState(), bytes: b.residentBytes, forwards: profile.dispatches.filter((d) => d.op === "embedding_forward").length };
+    } finally {
+      b.dispose();
+    }
+  };
+  const [whole, split] = [await tune(), await tune(1)];
+  assert.equal(whole.forwards, 1);
+  assert.equal(split.forwards, g.train.batch_size, "a profiled step runs every micro-batch");
+  split.losses.forEach((loss, i) => assert.ok(rel(loss, whole.losses[i]) < F32_POLICY.loss_rel, `loss ${i}: ${loss} in micro-batches, ${whole.losses[i]} whole`));
+  // The moments too: Adam's step barely moves if every gradient is scaled alike, m and v do.
+  for (const key of ["params", "m", "v"] as const) {
+    const [got, want] = [split.state[key]!, whole.state[key]!];
+    const apart = l2(got.map((x, i) => x - want[i]));
+    assert.ok(apart < F32_POLICY.l2_rel * l2(want), `the adapters' ${key} ended ${apart} apart (L2 ${l2(want)})`);
+  }
+  assert.ok(split.bytes < whole.bytes, `micro-batches hold ${split.bytes} bytes, the whole batch ${whole.bytes}`);
 });
 
 // Last: it destroys the shared device.
