@@ -88,7 +88,8 @@ def webgpu(node: str, preset_id: str, steps: int, rounds: int, levers: str, togg
         stats = out.with_suffix(".json")
         cmd = [node, str(CLI), "--preset", preset_id, "--corpus", str(text), "--out", str(out), "--eval-every", "0",
                "--quiet", "--stats", str(stats), "--levers", levers, *(["--dawn-f16-toggle"] if toggle else []), *extra]
-        run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=600)
+        # A guard against a hang: Huge on SwiftShader (Vulkan on the CPU) runs for tens of minutes.
+        run = subprocess.run(cmd, cwd=ROOT, env=dawn_env(), capture_output=True, text=True, timeout=3 * 3600)
         if run.returncode != 0:
             raise RuntimeError(f"{shlex.join(cmd)} failed:\n{(run.stdout + run.stderr)[-3000:]}")
         return json.loads(stats.read_text())
