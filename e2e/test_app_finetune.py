@@ -1,8 +1,10 @@
-"""Fine-tuning in the app: a gallery model fine-tuned with a LoRA adapter on a pasted text (its
-validation loss on that text falls), sampled with and without the adapter from one seed, the
-adapter exported (a file naming its base) and kept across a reload, refused on another model
-with both named, and merged into a plain model that samples the same bytes at temperature 0."""
+"""Fine-tuning in the app: what fine-tuning a gallery model holds shown before it starts (less
+than full training), the model fine-tuned with a LoRA adapter on a pasted text (its validation
+loss on that text falls), sampled with and without the adapter from one seed, the adapter
+exported (a file naming its base) and kept across a reload, refused on another model with both
+named, and merged into a plain model that samples the same bytes at temperature 0."""
 import hashlib
+import re
 
 import numpy as np
 from playwright.sync_api import expect
@@ -20,6 +22,12 @@ GREEDY = {"temperature": 0, "top_k": 0, "length": 80, "timeout": 120, "seed": 1}
 
 def model(dist, id_: str) -> dict:
     return next(m for m in gallery_models(dist) if m["id"] == id_)
+
+
+def held(text: str) -> float:
+    """The bytes in a figure the app writes (format.ts bytes: "15.7 MiB")."""
+    value, unit = re.search(r"([\d.]+) (B|KiB|MiB|GiB)", text).groups()
+    return float(value) * 1024 ** ["B", "KiB", "MiB", "GiB"].index(unit)
 
 
 def download(page, button: str, into):
@@ -40,6 +48,11 @@ def test_fine_tune_a_gallery_model_compare_keep_refuse_and_merge(open_page, brow
     page.fill("#eval-every", "20")
     page.fill("#save-every", "20")
     page.locator("#lora summary").click()
+    # Before it starts, what fine-tuning would hold: less than the size's card says full training holds.
+    expect(page.locator("#lora-memory")).to_contain_text("Fine-tuning the loaded model holds")
+    expect(page.locator('[data-preset-memory="tiny"]')).to_contain_text("while training")
+    tuning, full = (held(page.locator(s).inner_text()) for s in ("#lora-memory", '[data-preset-memory="tiny"]'))
+    assert 0 < tuning < full, (tuning, full)
     page.fill("#lora-steps", str(STEPS))
     page.fill("#lora-lr", "0.003")
     page.click("#btn-finetune")

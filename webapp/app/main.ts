@@ -3,6 +3,8 @@
 import "./app.css";
 import { plainWords } from "../worker/errors";
 import type { Caps, Status } from "../worker/protocol";
+import type { ModelConfig } from "../engine/types";
+import type { LoraSettings } from "../engine/lora";
 import { type BackendKind, showCaps, showPills } from "./caps";
 import { showNudge } from "./nudge";
 import { WorkerClient } from "./client";
@@ -138,10 +140,13 @@ function checkSelection(): void {
   } catch {
     return setup.showNote(); // an invalid custom shape or batch: its error is shown beside the fields
   }
-  for (const { key, model, batch } of requests) {
+  // And what fine-tuning the loaded model would hold, where it can be fine-tuned.
+  const tune = setup.fineTuneFit(status?.model && !status.adapter ? status.model : null);
+  const asks: { key: string; model: ModelConfig; batch: number; lora?: LoraSettings }[] = [...requests, ...(tune ? [tune] : [])];
+  for (const { key, model, batch, lora } of asks) {
     const known = setup.fits.get(key);
     if (known) setup.showFit(key, known);
-    else client.send({ type: "check", key, model, batch, backend: setup.backend() });
+    else client.send({ type: "check", key, model, batch, backend: setup.backend(), lora });
   }
 }
 

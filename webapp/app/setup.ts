@@ -17,6 +17,8 @@ function intField(id: string, label: string, min: number, max: number): number {
 }
 
 const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
+// The first part of a fine-tuning fit's key, where a size's fit has the size's id.
+const FINE_TUNE = "finetune";
 
 export class Setup {
   readonly measured = new Map<string, number>();
@@ -24,6 +26,8 @@ export class Setup {
   readonly fits = new Map<string, Fit>();
   /** The key of the fit each size's card shows the memory of (the last asked for it). */
   private readonly memoryKeys = new Map<string, string>();
+  /** The key of the fine-tuning fit the Fine-tuning settings show (the last asked for). */
+  private fineTuneKey = "";
 
   constructor(onChange: () => void) {
     for (const input of document.querySelectorAll<HTMLInputElement>("input[name=preset]")) {
@@ -38,7 +42,7 @@ export class Setup {
     $("#steps").addEventListener("input", () => this.showNote());
     // A seed of its own for each page load, shown, so a run can be repeated.
     $<HTMLInputElement>("#seed").value = String((Math.random() * 2 ** 31) >>> 0);
-    for (const input of document.querySelectorAll<HTMLInputElement>("#custom input, #batch")) {
+    for (const input of document.querySelectorAll<HTMLInputElement>("#custom input, #batch, #lora-rank, input[name=lora-target]")) {
       input.addEventListener("input", () => {
         this.describeCustom();
         onChange();
@@ -220,6 +224,25 @@ export class Setup {
     return out;
   }
 
+  /**
+   * The fit to ask for of fine-tuning the loaded `model` with the adapter chosen; null, and none
+   * shown, with no model that can be fine-tuned or while a field is invalid (its error shows on Fine-tune).
+   */
+  fineTuneFit(model: ModelConfig | null): { key: string; model: ModelConfig; batch: number; lora: LoraSettings } | null {
+    let settings, lora;
+    try {
+      if (!model) throw new Error("no model to fine-tune");
+      ({ settings, lora } = this.fineTune(model));
+    } catch {
+      this.fineTuneKey = "";
+      $("#lora-memory").hidden = true;
+      return null;
+    }
+    const batch = settings.train.batch_size;
+    this.fineTuneKey = `${FINE_TUNE}:${this.key("loaded", model, batch)}:r${lora.rank}:${lora.targets.join(",")}`;
+    return { key: this.fineTuneKey, model, batch, lora };
+  }
+
   showMeasured(key: string, ms: number | null, backend: string | null): void {
     const id = key.split(":")[0];
     const node = document.querySelector(`[data-preset-speed="${id}"]`);
@@ -236,6 +259,14 @@ export class Setup {
   showFit(key: string, fit: Fit): void {
     this.fits.set(key, fit);
     const id = key.split(":")[0];
+    if (id === FINE_TUNE) {
+      if (key !== this.fineTuneKey) return;
+      const node = $("#lora-memory");
+      const held = fit.bytes === null ? null : `Fine-tuning the loaded model holds ${bytes(fit.bytes)} (${fit.kind === "webgpu" ? "WebGPU" : "WASM"}).`;
+      node.textContent = [held, fit.problem, fit.note].filter(Boolean).join(" ");
+      node.hidden = !node.textContent;
+      return;
+    }
     if (this.memoryKeys.get(id) === key) {
       $(`[data-preset-memory="${id}"]`).textContent = fit.bytes === null ? "" : `${bytes(fit.bytes)} while training (${fit.kind === "webgpu" ? "WebGPU" : "WASM"})`;
     }

@@ -4,6 +4,7 @@
 import { cpuMemory } from "../cpu/backend";
 import { gpuFit } from "../engine/gpu/plan";
 import type { ModelConfig } from "../engine/types";
+import type { LoraSettings } from "../engine/lora";
 import { type Backends, gpuRun } from "./backends";
 import { requestAdapter } from "./caps";
 import { cpuPaths } from "./cpu";
@@ -23,8 +24,9 @@ export interface Fit {
   paths: string[];
 }
 
-export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice): Promise<Fit> {
-  const memory = cpuMemory(model, batch);
+/** The fit of training `model` at `batch` on `choice`, or with `lora` of fine-tuning it. */
+export async function checkFit(backends: Backends, model: ModelConfig, batch: number, choice: BackendChoice, lora?: LoraSettings): Promise<Fit> {
+  const memory = cpuMemory(model, batch, undefined, lora);
   const cpu = {
     problem: memory.bytes > memory.limit ? `On the CPU this needs ${gib(memory.bytes)} of WebAssembly memory, more than one WebAssembly memory can hold (${gib(memory.limit)}).` : null,
     note: memory.bytes > memory.sharedLimit && memory.bytes <= memory.limit && self.crossOriginIsolated
@@ -36,7 +38,7 @@ export async function checkFit(backends: Backends, model: ModelConfig, batch: nu
   const { adapter } = await requestAdapter();
   // Planned with the kernels the backend would run: a lever's may store other element sizes.
   const { kernels, paths } = await gpuRun();
-  const fit = adapter ? gpuFit(model, batch, adapter.limits, kernels) : null;
+  const fit = adapter ? gpuFit(model, batch, adapter.limits, kernels, lora) : null;
   if (!fit?.problem) return { problem: null, note: null, bytes: fit?.bytes ?? null, kind: "webgpu", paths };
   const gpu = `Too large for this GPU: ${fit.problem}.`;
   // Best available falls back to the CPU when the GPU backend cannot be built.

@@ -85,7 +85,7 @@ export type ToWorker =
   | { type: "init"; wasmUrl: string; control: Int32Array | null; gateFail: string[] }
   | { type: "measure"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
   /** Whether the shape fits this device's limits (worker/fit.ts); answered at once, nothing allocated. */
-  | { type: "check"; key: string; model: ModelConfig; batch: number; backend: BackendChoice }
+  | { type: "check"; key: string; model: ModelConfig; batch: number; backend: BackendChoice; lora?: LoraSettings }
   /** A new run of a fresh model. */
   | { type: "start"; settings: RunSettings; corpus: CorpusData }
   /** A new run from the loaded file's model (an import or a gallery model), trained further. */

@@ -81,7 +81,7 @@ async function handle(msg: ToWorker): Promise<void> {
     case "stopSample":
       return session.cancelSample();
     case "check":
-      return post({ type: "checked", key: msg.key, ...(await checkFit(session.backends, msg.model, msg.batch, msg.backend)) });
+      return post({ type: "checked", key: msg.key, ...(await checkFit(session.backends, msg.model, msg.batch, msg.backend, msg.lora)) });
     case "listCheckpoints":
       return checkpoints();
     case "measure":

@@ -4,6 +4,7 @@
 // adapter cannot hold is named before anything is allocated, and the memory
 // shown before Start is the backend's own figure.
 import type { ModelConfig } from "../types";
+import type { LoraSettings } from "../lora";
 import { allocateTraining, trainingLayout } from "./backend";
 import { F32_KERNELS, type KernelTable } from "./kernels";
 
@@ -20,7 +21,8 @@ type Limits = Pick<GPUSupportedLimits, "maxBufferSize" | "maxStorageBufferBindin
 
 const MiB = 2 ** 20;
 
-export function gpuFit(model: ModelConfig, batch: number, limits: Limits, kernels: KernelTable = F32_KERNELS): GpuFit {
+/** The fit of training `model` at `batch` with `kernels`, or with `lora` of fine-tuning it (its micro-batches too). */
+export function gpuFit(model: ModelConfig, batch: number, limits: Limits, kernels: KernelTable = F32_KERNELS, lora?: LoraSettings): GpuFit {
   const layout = trainingLayout(model, kernels, limits.minStorageBufferOffsetAlignment);
   const buffers: { label: string; bytes: number }[] = [];
   // Graph checks each buffer against the binding limit as it allocates: here the limit is
@@ -35,7 +37,7 @@ export function gpuFit(model: ModelConfig, batch: number, limits: Limits, kernel
   } as unknown as GPUDevice;
   const total = () => buffers.reduce((n, b) => n + b.bytes, 0);
   try {
-    allocateTraining(device, kernels, model, layout, batch);
+    allocateTraining(device, kernels, model, layout, batch, lora);
   } catch (e) {
     return { largest: buffers[0] ?? { label: "parameters", bytes: layout.total * 4 }, bytes: total(), problem: (e as Error).message };
   }
