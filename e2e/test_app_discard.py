@@ -1,8 +1,9 @@
 """No silent loss: Start new model and Continue training are two buttons;
 replacing a model whose steps no checkpoint holds (here: the browser's storage
 is full) asks first, in a dialog the user can answer either way; a paused run
-must be continued or ended before a new model starts; and Delete in Saved runs
-can be undone until its grace period ends."""
+must be continued or ended before a new model starts; Delete in Saved runs
+can be undone until its grace period ends, and the text a run trained on goes
+from the browser's storage with the last run that names it."""
 from playwright.sync_api import expect
 
 from appdriver import (configure, loss_table, open_app, set_quota, start_on_cpu, state, step, usage, wait_finished, wait_for, wait_state,
@@ -89,4 +90,34 @@ def test_delete_can_be_undone_until_its_grace_period_ends(open_page, browser_no_
         for await (const [name] of runs) names.push(name);
         return names;
     }""") == []
+    assert visit.problems() == []
+
+
+def kept_texts(page) -> list[str]:
+    return page.evaluate("""async () => {
+        const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle('corpora', { create: true });
+        const names = [];
+        for await (const [name] of folder) names.push(name);
+        return names;
+    }""")
+
+
+def test_a_text_goes_from_storage_with_the_last_run_that_names_it(open_page, browser_no_webgpu):
+    visit = start_on_cpu(open_page, browser_no_webgpu, 17, steps=2, eval_every=2, save_every=2)
+    page = visit.page
+    wait_finished(page, 2)
+    page.click("#btn-reset")
+    wait_state(page, "empty", 30)
+    page.click("#btn-start")  # a second run on the same text
+    wait_finished(page, 2, runs=2)
+    page.click("#btn-reset")
+    wait_state(page, "empty", 30)
+    entries = page.locator("#checkpoint-list li")
+    expect(entries).to_have_count(2)
+    assert len(kept_texts(page)) == 1
+    for left in (1, 0):
+        entries.first.get_by_role("button", name="Delete").click()
+        # The list is sent after the delete's clean-up.
+        expect(entries).to_have_count(left, timeout=(FACTS["app"]["delete_undo_s"] + 30) * 1000)
+        assert len(kept_texts(page)) == left, kept_texts(page)
     assert visit.problems() == []

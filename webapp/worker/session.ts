@@ -120,6 +120,12 @@ export class Session {
     this.elapsedMs = 0;
   }
 
+  /** The sha256s of what the loaded run kept in storage (its text, the model under its adapter), which no saved record may name yet. */
+  kept(): string[] {
+    const t = this.runId ? this.trainer : null;
+    return [t?.dataset?.sha256, t?.baseSha256].filter((sha): sha is string => !!sha);
+  }
+
   private async adopt(trainer: GPTTrainer, runId: string | null, canTrain: boolean, base: Base | null = null): Promise<boolean> {
     let release = () => {};
     if (runId) {

@@ -17,6 +17,7 @@
 //
 // A fine-tuning run's checkpoints are its adapter's; the frozen model under it is
 // kept once in bases/, named by the sha256 of its weights, as its adapter names it.
+// A text or base no saved run names goes after a delete (`collect`).
 import type { ModelConfig } from "../engine/types";
 import type { CheckpointInfo } from "./protocol";
 
@@ -41,7 +42,10 @@ export class StorageFullError extends Error {
 const RUNS = "runs";
 const CORPORA = "corpora";
 const BASES = "bases";
-export const lockName = (id: string) => `tinygpt-run-${id}`;
+const RUN_LOCK = "tinygpt-run-";
+export const lockName = (id: string) => `${RUN_LOCK}${id}`;
+// Held shared while a text or base is kept, exclusively while `collect` looks for those no run names.
+const KEPT_LOCK = "tinygpt-kept";
 
 async function dir(name: string): Promise<FileSystemDirectoryHandle> {
   const root = await navigator.storage.getDirectory();
@@ -168,14 +172,45 @@ export async function recover(): Promise<void> {
 
 /** Keeps `bytes` in `name`/<sha256>, once per content; `runId` is the run whose lock is held. */
 async function keep(name: string, runId: string, sha256: string, bytes: Uint8Array): Promise<void> {
-  const folder = await dir(name);
-  // A copy of another size was cut short by an older version of this store.
-  if ((await size(folder, sha256).catch(() => -1)) === bytes.length) return;
-  const tmp = `${runId}.${sha256}.tmp`;
-  const handle = await writeTemp(folder, tmp, bytes);
-  await move(handle, sha256).catch(async (e) => {
-    await remove(folder, tmp);
-    throw e;
+  await navigator.locks.request(KEPT_LOCK, { mode: "shared" }, async () => {
+    const folder = await dir(name);
+    // A copy of another size was cut short by an older version of this store.
+    if ((await size(folder, sha256).catch(() => -1)) === bytes.length) return;
+    const tmp = `${runId}.${sha256}.tmp`;
+    const handle = await writeTemp(folder, tmp, bytes);
+    await move(handle, sha256).catch(async (e) => {
+      await remove(folder, tmp);
+      throw e;
+    });
+  });
+}
+
+/**
+ * Removes the kept texts and bases that no saved run names. A run keeps its text (and its base)
+ * when it starts, before its first save writes the record that names them, so nothing goes while
+ * a tab holds a run other than `own` (this tab's runs' ids), nor while a record cannot be read, and
+ * `inUse` (the sha256s of what this tab's loaded run kept) stay.
+ */
+export async function collect(own: string[], inUse: string[]): Promise<void> {
+  await navigator.locks.request(KEPT_LOCK, async () => {
+    const mine = new Set(own.map(lockName));
+    if (((await navigator.locks.query()).held ?? []).some((l) => l.name?.startsWith(RUN_LOCK) && !mine.has(l.name))) return;
+    const named = new Set(inUse);
+    for await (const [name, handle] of entries(await dir(RUNS))) {
+      if (name.endsWith(".tmp")) return; // a save between its moves, which `recover` finishes
+      if (!name.endsWith(".json") || handle.kind !== "file") continue;
+      try {
+        const meta = JSON.parse(await (await (handle as FileSystemFileHandle).getFile()).text()) as RunMeta;
+        for (const sha of [meta.dataset?.sha256, meta.base?.sha256]) if (sha) named.add(sha);
+      } catch {
+        return;
+      }
+    }
+    for (const folder of [await dir(CORPORA), await dir(BASES)]) {
+      const unnamed = [];
+      for await (const [name, handle] of entries(folder)) if (handle.kind === "file" && !name.endsWith(".tmp") && !named.has(name)) unnamed.push(name);
+      for (const name of unnamed) await remove(folder, name);
+    }
   });
 }
 

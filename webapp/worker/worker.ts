@@ -13,7 +13,7 @@ import { deviceClaims, measureStep } from "./measure";
 import { NEEDS_DEVICE } from "./protocol";
 import type { FromWorker, ToWorker } from "./protocol";
 import { Session } from "./session";
-import { deleteRun, holdRunLock, listRuns, recover } from "./store";
+import { collect, deleteRun, holdRunLock, listRuns, recover } from "./store";
 import { opfsVerdicts } from "./verdicts";
 import { webnnVerdict } from "./webnn";
 
@@ -133,6 +133,8 @@ async function handle(msg: ToWorker): Promise<void> {
           return;
         }
         await deleteRun(msg.id);
+        const loaded = session.status().runId;
+        await collect([msg.id, ...(loaded ? [loaded] : [])], session.kept());
         lock.release();
         await checkpoints();
       });
