@@ -18,7 +18,9 @@ The WebGPU backend runs in the Node CLI (dist-cli/train.js, the engine the app r
 levers that pass their gates, --levers): a base from the preset's seed, then --rounds alternating
 runs of --steps steps of each mode from it (full: --init BASE; fine-tuning: --init BASE --lora),
 tokens/s timed after the CLI's warm-up steps, resident memory the backend's buffers
-(GpuBackend.residentBytes). Every result names its backend, so both sit in one shape.
+(GpuBackend.residentBytes). Every result names its backend, so both sit in one shape. --steps 0
+measures the memory alone (the backend holds every buffer from its creation), for a host whose
+speed means nothing, SwiftShader's Vulkan on the CPU: its plot is then of memory.
 
 The issue's targets, checked here: the default adapter on Huge is under 1 MB (its size comes
 from the layout, tinygpt.lora.adapter_specs, so it is reported whether or not Huge is measured),
@@ -69,10 +71,10 @@ def wasm(node: list[str], built: Path, preset_id: str, threads: int, seconds: fl
 
 
 def ratios(r: dict) -> dict:
-    """Fine-tuning over full training: tokens/s (the median of the rounds' back-to-back pairs) and resident memory."""
+    """Fine-tuning over full training: tokens/s (the median of the rounds' back-to-back pairs; None untimed) and resident memory."""
     paired = [f / t for f, t in zip(r["finetune"]["rounds_tokens_per_s"], r["full"]["rounds_tokens_per_s"])]
     memory = r["finetune"]["resident_bytes"] / r["full"]["resident_bytes"]
-    return {"tokens_per_s_ratio": statistics.median(paired), "tokens_per_s_ratio_rounds": paired,
+    return {"tokens_per_s_ratio": statistics.median(paired) if paired else None, "tokens_per_s_ratio_rounds": paired,
             "resident_ratio": memory, "resident_under_half": memory < MEMORY_TARGET_RATIO}
 
 
@@ -104,9 +106,10 @@ def webgpu(node: str, preset_id: str, steps: int, rounds: int, levers: str, togg
     r = {"preset": preset_id, "device": first["device"], "levers": first["levers"], "tokens_per_step": first["batch_size"] * first["block_size"],
          "lora": first["lora"], "adapter_params": first["adapter_params"], "adapter_bytes": 4 * first["adapter_params"]}
     for mode, rs in runs.items():
-        r[mode] = {"steps": sum(x["timed_steps"] for x in rs), "seconds_per_step": statistics.median(x["ms_per_step"] for x in rs) / 1000,
-                   "tokens_per_s": statistics.median(x["tokens_per_s"] for x in rs), "resident_bytes": max(x["resident_bytes"] for x in rs),
-                   "rounds_tokens_per_s": [x["tokens_per_s"] for x in rs], "final_loss": rs[-1]["final_loss"]}
+        timed = {"seconds_per_step": statistics.median(x["ms_per_step"] for x in rs) / 1000, "tokens_per_s": statistics.median(x["tokens_per_s"] for x in rs),
+                 "rounds_tokens_per_s": [x["tokens_per_s"] for x in rs], "final_loss": rs[-1]["final_loss"]} if steps else \
+            {"seconds_per_step": None, "tokens_per_s": None, "rounds_tokens_per_s": [], "final_loss": None}
+        r[mode] = {"steps": sum(x["timed_steps"] for x in rs), **timed, "resident_bytes": max(x["resident_bytes"] for x in rs)}
     return {"backend": "webgpu", **r, **ratios(r)}
 
 
@@ -122,16 +125,19 @@ def label(r: dict, mode: str) -> str:
 
 
 def plot_fields(doc: dict) -> dict:
-    """The speedup page's view (tinygpt/site_build/plots.py) of a finished run: tokens/s of each mode per preset, the ratios in the table."""
+    """The speedup page's view (tinygpt/site_build/plots.py) of a finished run: tokens/s of each mode per preset (of a run
+    measuring memory alone, its MiB), the ratios in the table."""
     results = doc["results"]
+    timed = all(r["tokens_per_s_ratio"] is not None for r in results)
+    mb = lambda n: round(n / 2 ** 20, 1)  # noqa: E731
     series = {}
     for r in results:
         for mode in MODES:
-            series.setdefault(label(r, mode), []).append({"x": r["preset"], "y": round(r[mode]["tokens_per_s"], 1)})
-    mb = lambda n: round(n / 2 ** 20, 1)  # noqa: E731
-    rows = [{"backend": r["backend"], "preset": r["preset"], "path": path(r) + (f", {r['simd']} SIMD" if "simd" in r else ""),
-             "full tokens/s": round(r["full"]["tokens_per_s"]), "fine-tune tokens/s": round(r["finetune"]["tokens_per_s"]),
-             "tokens/s ratio": round(r["tokens_per_s_ratio"], 2),
+            y = round(r[mode]["tokens_per_s"], 1) if timed else mb(r[mode]["resident_bytes"])
+            series.setdefault(label(r, mode), []).append({"x": r["preset"], "y": y})
+    speed = lambda r: {"full tokens/s": round(r["full"]["tokens_per_s"]), "fine-tune tokens/s": round(r["finetune"]["tokens_per_s"]),  # noqa: E731
+                       "tokens/s ratio": round(r["tokens_per_s_ratio"], 2)} if timed else {}
+    rows = [{"backend": r["backend"], "preset": r["preset"], "path": path(r) + (f", {r['simd']} SIMD" if "simd" in r else ""), **speed(r),
              "full MiB": mb(r["full"]["resident_bytes"]), "fine-tune MiB": mb(r["finetune"]["resident_bytes"]),
              "memory ratio": round(r["resident_ratio"], 3),
              "adapter params": r["adapter_params"], "adapter bytes": r["adapter_bytes"]} for r in results]
@@ -141,7 +147,7 @@ def plot_fields(doc: dict) -> dict:
              f"{' and '.join(LoraConfig().targets)}) on {preset(TARGET_PRESET)['label']}: {target['params']:,} parameters, {target['bytes']:,} bytes, "
              f"{'under' if target['under_1mb'] else 'not under'} 1 MB. Fine-tuning's resident memory is "
              f"{' to '.join(dict.fromkeys([memory[0], memory[-1]]))} of full training's (the target: under {MEMORY_TARGET_RATIO}).")
-    return {"x_label": "preset", "series": [{"name": name, "unit": "tokens/s", "points": points} for name, points in series.items()],
+    return {"x_label": "preset", "series": [{"name": name, "unit": "tokens/s" if timed else "MiB", "points": points} for name, points in series.items()],
             "rows": rows, "notes": notes}
 
 
@@ -151,7 +157,7 @@ def main(argv: list[str] | None = None):
     ap.add_argument("--presets", default="tiny,small,medium")
     ap.add_argument("--threads", default="1,2", help="WebAssembly: the thread counts to measure")
     ap.add_argument("--seconds", type=float, default=4.0, help="WebAssembly: timed seconds per run of each mode (at least one step)")
-    ap.add_argument("--steps", type=int, default=40, help="WebGPU: steps per run of each mode (the CLI times all but its warm-up)")
+    ap.add_argument("--steps", type=int, default=40, help="WebGPU: steps per run of each mode (the CLI times all but its warm-up; 0: memory alone)")
     ap.add_argument("--rounds", type=int, default=3, help="alternating runs of each mode per case")
     ap.add_argument("--levers", default="all", help="WebGPU: the CLI's --levers")
     ap.add_argument("--dawn-f16-toggle", action="store_true", help="WebGPU: Dawn's vulkan_enable_f16_on_nvidia (benchmark hosts only)")
@@ -177,9 +183,11 @@ def main(argv: list[str] | None = None):
             cases = [(p, lambda p=p: webgpu(args.node, p, args.steps, args.rounds, args.levers, args.dawn_f16_toggle, built)) for p in presets]
         for preset_id, measure in cases:
             results.append(r := measure())
-            print(f"{preset_id:7s} {r['backend']} {path(r)} full {r['full']['tokens_per_s']:8.0f} tok/s "
-                  f"{r['full']['resident_bytes'] / 2 ** 20:7.1f} MiB | fine-tune {r['finetune']['tokens_per_s']:8.0f} tok/s "
-                  f"{r['finetune']['resident_bytes'] / 2 ** 20:7.1f} MiB | tokens/s x{r['tokens_per_s_ratio']:.2f}, "
+            tok = lambda v: "untimed" if v is None else f"{v:8.0f} tok/s"  # noqa: E731
+            print(f"{preset_id:7s} {r['backend']} {path(r)} full {tok(r['full']['tokens_per_s'])} "
+                  f"{r['full']['resident_bytes'] / 2 ** 20:7.1f} MiB | fine-tune {tok(r['finetune']['tokens_per_s'])} "
+                  f"{r['finetune']['resident_bytes'] / 2 ** 20:7.1f} MiB | "
+                  f"{'' if r['tokens_per_s_ratio'] is None else 'tokens/s x%.2f, ' % r['tokens_per_s_ratio']}"
                   f"memory x{r['resident_ratio']:.3f}{'' if r['resident_under_half'] else ' (not under half)'}", flush=True)
     adapters = [adapter_size(p) for p in dict.fromkeys([*presets, TARGET_PRESET])]
     for a in adapters:
@@ -187,7 +195,8 @@ def main(argv: list[str] | None = None):
     node_version = subprocess.run([args.node, "--version"], capture_output=True, text=True).stdout.strip()
     doc = {
         "benchmark": args.out.stem,
-        "title": f"LoRA fine-tuning beside full training: tokens/s and resident memory ({', '.join(presets)})",
+        "title": f"LoRA fine-tuning beside full training: {'tokens/s and ' if all(r['tokens_per_s_ratio'] for r in results) else ''}"
+                 f"resident memory ({', '.join(presets)})",
         "hardware": f"{cpu_name()} ({os.cpu_count()} logical CPUs)" if args.backend == "wasm" else f"{results[0]['device']} (WebGPU through Dawn in Node)",
         "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": shlex.join(["python", "bench/bench_lora.py", *argv]),
