@@ -64,12 +64,27 @@ def test_a_paused_run_is_continued_or_ended_before_a_new_model(open_page, browse
     assert visit.problems() == []
 
 
+def finish_and_reset(page, runs: int):
+    """Until the page's `runs`-th run of 2 steps has finished (and been saved), then Reset."""
+    wait_finished(page, 2, runs=runs)
+    page.click("#btn-reset")
+    wait_state(page, "empty", 30)
+
+
+def stored(page, folder: str) -> list[str]:
+    """The names in an OPFS folder of the page's origin."""
+    return page.evaluate("""async (folder) => {
+        const handle = await (await navigator.storage.getDirectory()).getDirectoryHandle(folder, { create: true });
+        const names = [];
+        for await (const [name] of handle) names.push(name);
+        return names;
+    }""", folder)
+
+
 def test_delete_can_be_undone_until_its_grace_period_ends(open_page, browser_no_webgpu):
     visit = start_on_cpu(open_page, browser_no_webgpu, 13, steps=2, eval_every=2, save_every=2)
     page = visit.page
-    wait_finished(page, 2)
-    page.click("#btn-reset")
-    wait_state(page, "empty", 30)
+    finish_and_reset(page, 1)
     entry = page.locator("#checkpoint-list li")
     expect(entry).to_have_count(1)
     entry.get_by_role("button", name="Delete").click()
@@ -84,40 +99,22 @@ def test_delete_can_be_undone_until_its_grace_period_ends(open_page, browser_no_
     page.reload()
     expect(page.locator("#worker-status[data-ready=yes]")).to_be_visible(timeout=30_000)
     expect(page.locator("#resume-offer")).to_be_hidden()
-    assert page.evaluate("""async () => {
-        const runs = await (await navigator.storage.getDirectory()).getDirectoryHandle('runs');
-        const names = [];
-        for await (const [name] of runs) names.push(name);
-        return names;
-    }""") == []
+    assert stored(page, "runs") == []
     assert visit.problems() == []
-
-
-def kept_texts(page) -> list[str]:
-    return page.evaluate("""async () => {
-        const folder = await (await navigator.storage.getDirectory()).getDirectoryHandle('corpora', { create: true });
-        const names = [];
-        for await (const [name] of folder) names.push(name);
-        return names;
-    }""")
 
 
 def test_a_text_goes_from_storage_with_the_last_run_that_names_it(open_page, browser_no_webgpu):
     visit = start_on_cpu(open_page, browser_no_webgpu, 17, steps=2, eval_every=2, save_every=2)
     page = visit.page
-    wait_finished(page, 2)
-    page.click("#btn-reset")
-    wait_state(page, "empty", 30)
+    finish_and_reset(page, 1)
     page.click("#btn-start")  # a second run on the same text
-    wait_finished(page, 2, runs=2)
-    page.click("#btn-reset")
-    wait_state(page, "empty", 30)
+    finish_and_reset(page, 2)
     entries = page.locator("#checkpoint-list li")
     expect(entries).to_have_count(2)
-    assert len(kept_texts(page)) == 1
+    assert len(stored(page, "corpora")) == 1
     for left in (1, 0):
         entries.first.get_by_role("button", name="Delete").click()
         # The list is sent after the delete's clean-up.
         expect(entries).to_have_count(left, timeout=(FACTS["app"]["delete_undo_s"] + 30) * 1000)
-        assert len(kept_texts(page)) == left, kept_texts(page)
+        assert len(stored(page, "corpora")) == left, stored(page, "corpora")
     assert visit.problems() == []
