@@ -25,8 +25,9 @@ Fixtures
   `.page` (Playwright Page), `.response` (the navigation's Response),
   `.problems()` (console errors, page errors, failed requests, HTTP errors of
   sub-resources and requests to any other origin, as readable strings; assert it
-  is empty), and `.goto(path)` to load another page in the same tab (problems
-  accumulate; `.response` becomes the new navigation's). Contexts are closed
+  is empty), `.websockets` (the URL of every WebSocket the page opened), and
+  `.goto(path)` to load another page in the same tab (problems accumulate;
+  `.response` becomes the new navigation's). Contexts are closed
   after the test.
 - `open_module_page` (module): the same, its contexts closed after the module's
   last test: for a visit that costs minutes and that several tests read (the
@@ -126,6 +127,7 @@ class Visit:
     failed_requests: list[str] = field(default_factory=list)
     foreign_requests: list[str] = field(default_factory=list)
     failed_navigations: set[str] = field(default_factory=set)
+    websockets: list[str] = field(default_factory=list)
 
     def goto(self, path_or_url: str, wait_until: str = "load"):
         url = path_or_url if "://" in path_or_url else self.base + path_or_url
@@ -183,6 +185,7 @@ def _opener(site_url, contexts: list):
                 and visit.failed_requests.append(f"{r.url}: {r.failure}"))
         page.on("request", on_request)
         page.on("response", on_response)
+        page.on("websocket", lambda ws: visit.websockets.append(ws.url))
         visit.goto(path_or_url, wait_until)
         return visit
 

@@ -34,6 +34,7 @@ MINIMAL = {
     "content/speedup.md": '+++\ntitle = "Speedup"\n+++\nNumbers.\n',
     "content/roadmap.md": '+++\ntitle = "Roadmap"\n+++\nLevers.\n',
     "content/app.md": '+++\ntitle = "App"\n+++\nThe app.\n',  # old addresses redirect to /app/ and /devlog/
+    "content/privacy.md": '+++\ntitle = "Privacy"\n+++\nNothing leaves.\n',  # every page's footer links to it
     "content/devlog/first.md": '+++\ntitle = "First"\ndate = 2026-11-30\ntime = "09:00"\n+++\nHello.\n',
 }
 

@@ -1,10 +1,15 @@
 """The deploy step: what Cloudflare Pages reads beside the pages: `_headers`
 (from headers.py, the one definition `serve` uses too), `_redirects`,
-`sitemap.xml`, `robots.txt` and the Atom feed of the devlog."""
+`sitemap.xml`, `robots.txt`, the Atom feed of the devlog, and the live feed's
+static answer (facts.live.status), which a host running the site's Functions
+answers the other way (functions/live/)."""
 import datetime
+import json
 from xml.sax.saxutils import escape
 
 from . import headers
+from tinygpt.facts import FACTS
+
 from .context import Context
 from .pages import SITE_URL
 
@@ -47,4 +52,7 @@ def run(ctx: Context) -> str:
     (ctx.out / "sitemap.xml").write_text(sitemap(ctx.pages))
     (ctx.out / "robots.txt").write_text(f"User-agent: *\nAllow: /\nSitemap: {SITE_URL}/sitemap.xml\n")
     (ctx.out / "feed.xml").write_text(feed(ctx.pages))
-    return f"_headers ({len(headers.RULES)} rules), _redirects ({len(REDIRECTS)}), sitemap, robots.txt, feed"
+    live = ctx.out / FACTS["live"]["status"].lstrip("/")
+    live.parent.mkdir(parents=True, exist_ok=True)
+    live.write_text(json.dumps({"live": False}) + "\n")
+    return f"_headers ({len(headers.RULES)} rules), _redirects ({len(REDIRECTS)}), sitemap, robots.txt, feed, live status"

@@ -2,6 +2,7 @@
 // reduces the train curve to one min/max/mean column per pixel, so drawing
 // costs the same at 100 and at 100,000 points.
 import type { HistoryPoint } from "../engine/types";
+import { fitCanvas } from "./canvas";
 
 const PAD = { left: 44, right: 10, top: 10, bottom: 22 };
 
@@ -53,20 +54,8 @@ export class LossChart {
   }
 
   private draw(): void {
-    const c = this.canvas;
-    const dpr = window.devicePixelRatio || 1;
-    const w = Math.max(1, Math.round(c.clientWidth * dpr));
-    const h = Math.max(1, Math.round(c.clientHeight * dpr));
-    if (c.width !== w || c.height !== h) {
-      c.width = w;
-      c.height = h;
-    }
-    const ctx = c.getContext("2d")!;
-    ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
-    const W = w / dpr;
-    const H = h / dpr;
-    ctx.clearRect(0, 0, W, H);
-    const style = getComputedStyle(c);
+    const { ctx, width: W, height: H } = fitCanvas(this.canvas);
+    const style = getComputedStyle(this.canvas);
     const ink = style.color || "#444";
     const trainColour = style.getPropertyValue("--app-accent").trim() || "#2f6fde";
     const valColour = style.getPropertyValue("--app-val").trim() || "#d9822b";

@@ -15,6 +15,7 @@ import { wireMetricExplainers } from "./explainers";
 import { FilesView } from "./files";
 import { keepFocus } from "./focus";
 import { GalleryView } from "./gallery";
+import { LiveFeed } from "./live";
 import { Messages } from "./messages";
 import { ProgressView } from "./progress";
 import { SampleView } from "./sample";
@@ -31,6 +32,7 @@ const setup = new Setup(() => measureSelection());
 const files = new FilesView(client, setup, error, (text, resume) => messages.show("info", text, [{ label: "Resume training", run: resume }]), (action) => mayDiscard(action));
 const sampler = new SampleView(client, error);
 const gallery = new GalleryView(client, setup, (action) => mayDiscard(action), (sample) => sampler.use(sample));
+const live = new LiveFeed();
 
 const MEASURE_DELAY_MS = 1500;
 let status: Status | null = null;
@@ -99,6 +101,7 @@ function applyStatus(s: Status): void {
   sampler.showAdapter(s.adapter !== null, still && loaded);
   for (const input of document.querySelectorAll<HTMLInputElement | HTMLButtonElement>("#import-file, #btn-gallery")) input.disabled = !idle;
   progress.setStatus(s);
+  live.report(s);
   refreshPills();
   setup.showLoaded(still ? s.model : null, s.step, fromFile(), s.adapter);
   if (idle) measureSelection();
@@ -257,3 +260,4 @@ client.ping().then((ms) => {
 void corpus.loadManifest();
 void gallery.loadManifest();
 void files.showStorage();
+void live.start();
