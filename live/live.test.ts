@@ -66,4 +66,7 @@ test("a bucket gives its burst at once, then its rate", () => {
   assert.equal(b.take(500), true); // 1.0
   assert.equal(b.take(10_000), true);
   assert.deepEqual([b.take(10_000), b.take(10_000), b.take(10_000)], [true, true, false]); // refilled to the burst, no further
+  assert.equal(b.refillMs, 1500);
+  assert.equal(b.full(11_000), false); // 2 of 3
+  assert.equal(b.full(11_500), true);
 });

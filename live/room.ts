@@ -47,7 +47,10 @@ export class Room extends DurableObject {
     if (request.headers.get("Upgrade")?.toLowerCase() !== "websocket") return new Response("expects a WebSocket upgrade", { status: 426 });
     const tag = `a:${request.headers.get(ADDRESS_HEADER) ?? ""}`;
     if (this.ctx.getWebSockets().length >= LIVE.max_connections) return new Response("the feed is full", { status: 503 });
-    if (this.ctx.getWebSockets(tag).length >= LIVE.connections_per_address) return new Response("too many connections from one address", { status: 429 });
+    // A connection costs its address a token too, so reconnecting over and over is no way round the limit.
+    if (this.ctx.getWebSockets(tag).length >= LIVE.connections_per_address || !this.addressBucket(tag, Date.now()).take(Date.now())) {
+      return new Response("too many connections from one address", { status: 429 });
+    }
     const country = request.headers.get(COUNTRY_HEADER) ?? "";
     const [client, server] = Object.values(new WebSocketPair());
     this.ctx.acceptWebSocket(server, [tag]);
@@ -61,11 +64,8 @@ export class Room extends DurableObject {
   webSocketMessage(ws: WebSocket, frame: string | ArrayBuffer): void {
     const now = Date.now();
     const conn = this.connection(ws, now);
-    const address = this.ctx.getTags(ws)[0] ?? "";
-    let perAddress = this.addresses.get(address);
-    if (!perAddress) this.addresses.set(address, (perAddress = new Bucket(LIVE.per_address.burst, LIVE.per_address.per_s, now)));
     // The address pays only for what its connection may send: one flooding tab does not starve its neighbours' buckets.
-    if (!conn.bucket.take(now) || !perAddress.take(now)) return this.refuse(ws, conn, "rate-limited");
+    if (!conn.bucket.take(now) || !this.addressBucket(this.ctx.getTags(ws)[0] ?? "", now).take(now)) return this.refuse(ws, conn, "rate-limited");
     const msg = parseClientMessage(frame);
     if (typeof msg === "string") return this.refuse(ws, conn, msg);
     conn.drops = 0;
@@ -97,6 +97,23 @@ export class Room extends DurableObject {
     this.connections.delete(ws);
     this.countsChanged = true;
     this.schedule();
+    const tag = this.ctx.getTags(ws)[0];
+    const bucket = tag === undefined ? undefined : this.addresses.get(tag);
+    if (bucket) setTimeout(() => this.forget(tag!), bucket.refillMs);
+  }
+
+  private addressBucket(tag: string, now: number): Bucket {
+    let bucket = this.addresses.get(tag);
+    if (!bucket) this.addresses.set(tag, (bucket = new Bucket(LIVE.per_address.burst, LIVE.per_address.per_s, now)));
+    return bucket;
+  }
+
+  /** Drops an address from memory once none of its sockets is open and its bucket has refilled (it then limits nothing). */
+  private forget(tag: string): void {
+    const bucket = this.addresses.get(tag);
+    if (!bucket || this.ctx.getWebSockets(tag).some((ws) => ws.readyState === WebSocket.READY_STATE_OPEN)) return;
+    if (bucket.full(Date.now())) this.addresses.delete(tag);
+    else setTimeout(() => this.forget(tag), bucket.refillMs);
   }
 
   private connection(ws: WebSocket, now: number): Connection {
