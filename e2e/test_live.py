@@ -3,8 +3,9 @@ Functions and the room (tinygpt/site_build/pages_dev.py): two tabs in the feed s
 and the counts change within 2 s; a tab that has not joined opens no WebSocket; leaving takes one
 click and is remembered; a host without the Functions hides the panel with no console error; hostile
 clients (bad JSON, unknown types, oversize frames, a flood) are refused while the others keep
-receiving; one address holds at most its share of sockets; and the load generator (bench/live_load.mjs) loses nothing at a small load."""
+receiving; one address holds at most its share of sockets; a dropped connection comes back; and the load generator (bench/live_load.mjs) loses nothing at a small load."""
 import json
+import re
 import subprocess
 
 import pytest
@@ -32,6 +33,9 @@ RECORD_FEED = """(() => {
         new MutationObserver((records) => {
             for (const r of records) for (const n of r.addedNodes) self.feedLog.push({what: 'event', at: Date.now(), text: n.textContent});
         }).observe(document.querySelector('#live-feed'), {childList: true});
+        const box = document.querySelector('#live');
+        new MutationObserver(() => self.feedLog.push({what: 'link', at: Date.now(), state: box.dataset.link}))
+            .observe(box, {attributes: true, attributeFilter: ['data-link']});
     });
 })();"""
 JOINED = f"localStorage.setItem({json.dumps(LIVE['storage_key'])}, 'on');"
@@ -130,6 +134,27 @@ def test_leaving_takes_one_click_closes_the_socket_and_is_remembered(open_page, 
     wait_ready(page)
     expect(page.locator("#live")).to_have_attribute("data-link", "open")
     assert len(visit.websockets) == 3
+
+
+def test_a_dropped_connection_comes_back_by_itself(open_page, browser_no_webgpu, live_url):
+    visit = app(open_page, browser_no_webgpu, live_url)
+    page = visit.page
+    routes = []
+
+    def through(ws):  # the page's socket, passed on to the room, so the test can cut it
+        routes.append((ws, ws.connect_to_server()))
+
+    page.route_web_socket(re.compile(r".*" + re.escape(LIVE["socket"]) + "$"), through)
+    join(visit)
+    page_end, room_end = routes[0]
+    room_end.close()
+    page_end.close(code=1012, reason="the room went away")
+    # Playwright's own waits, not a sleep: the route's handler runs only while Playwright listens.
+    expect(page.locator("#live")).not_to_have_attribute("data-link", "open")
+    expect(page.locator("#live")).to_have_attribute("data-link", "open", timeout=60_000)
+    assert len(routes) == 2
+    links = [e["state"] for e in feed_log(page) if e["what"] == "link"]
+    assert links[-3:] == ["waiting", "connecting", "open"], links
 
 
 def test_a_host_without_the_functions_hides_the_panel_without_an_error(open_page, browser_no_webgpu, site_url):
