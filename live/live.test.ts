@@ -29,6 +29,7 @@ test("anything outside the schema is refused, with why", () => {
     [{ type: "start", activity: { ...activity, preset: "Huge" } }, "invalid"],
     [{ type: "start", activity: { ...activity, backend: "threads" } }, "invalid"],
     [{ type: "start", activity: { ...activity, paths: ["warp-drive"] } }, "invalid"],
+    [{ type: "start", activity: { ...activity, paths: ["wasm"] } }, "invalid"], // a backend is not a path
     [{ type: "start", activity: { ...activity, paths: ["int8", "int8"] } }, "invalid"],
     [{ type: "start", activity: { ...activity, paths: "int8" } }, "invalid"],
   ];

@@ -50,7 +50,8 @@ export type ServerMessage =
   | { type: "refused"; reason: Refusal };
 
 export const PRESETS: readonly string[] = [...facts.presets.map((p) => p.id), "custom"];
-const PATHS: ReadonlySet<string> = new Set([...facts.backends.map((b) => b.id), ...facts.levers.map((l) => l.id)]);
+// The optional paths a backend runs: the levers, and facts.backends entries that are not backends themselves (threads).
+const PATHS: ReadonlySet<string> = new Set([...facts.levers.map((l) => l.id), ...facts.backends.map((b) => b.id).filter((id) => !LIVE.backends.includes(id))]);
 
 const isRecord = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 const hasOnly = (o: Record<string, unknown>, keys: string[]) => Object.keys(o).every((k) => keys.includes(k));
