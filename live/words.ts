@@ -17,21 +17,23 @@ export function countryName(code: string): string | null {
   }
 }
 
-function modelName(preset: string): string {
-  const p = facts.presets.find((x) => x.id === preset);
-  return p ? p.label : "a custom model";
+/** A preset's label ("Huge"), or null for custom. */
+export function presetName(id: string): string | null {
+  return facts.presets.find((p) => p.id === id)?.label ?? null;
+}
+
+/** A backend's pill ("WebGPU"). */
+export function backendName(id: string): string {
+  return facts.backends.find((b) => b.id === id)?.pill ?? id;
 }
 
 function pathPill(id: string): string {
-  const lever = facts.levers.find((l) => l.id === id);
-  if (lever) return lever.pill;
-  return `+${facts.backends.find((b) => b.id === id)!.pill}`;
+  return facts.levers.find((l) => l.id === id)?.pill ?? `+${backendName(id)}`;
 }
 
 export function describe(kind: LiveEvent["kind"], a: Activity, country: string): string {
   const name = countryName(country);
-  const backend = facts.backends.find((b) => b.id === a.backend)!.pill;
-  const on = [backend, ...a.paths.map(pathPill)].join(" ");
-  const what = `${kind} ${VERBS[a.work]} ${modelName(a.preset)} on ${on}`;
+  const on = [backendName(a.backend), ...a.paths.map(pathPill)].join(" ");
+  const what = `${kind} ${VERBS[a.work]} ${presetName(a.preset) ?? "a custom model"} on ${on}`;
   return name ? `${name}: someone ${what}` : `Someone ${what}`;
 }

@@ -2,8 +2,8 @@
 // runs something, side by side, coloured by backend, flowing while it runs
 // (still under prefers-reduced-motion). At most MAX_ARROWS are drawn; the
 // rest are counted in words beside them.
-import facts from "../../tinygpt/facts.json";
 import type { Counts } from "../../live/schema";
+import { backendName, presetName } from "../../live/words";
 import { fitCanvas } from "./canvas";
 
 const MAX_ARROWS = 60;
@@ -83,7 +83,5 @@ export class ArrowsView {
 /** The counts in words: "2 training Tiny on WASM, 1 sampling Huge on WebGPU". */
 export function describe(active: Counts["active"]): string {
   if (!active.length) return "Nothing runs in the feed right now.";
-  const label = (id: string) => facts.presets.find((p) => p.id === id)?.label ?? "custom";
-  const pill = (id: string) => facts.backends.find((b) => b.id === id)?.pill ?? id;
-  return active.map((g) => `${g.n} ${WORDS[g.work]} ${label(g.preset)} on ${pill(g.backend)}`).join(", ");
+  return active.map((g) => `${g.n} ${WORDS[g.work]} ${presetName(g.preset) ?? "custom"} on ${backendName(g.backend)}`).join(", ");
 }

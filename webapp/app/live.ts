@@ -4,8 +4,8 @@
 // ids only, schema.ts) and shows what every tab in the feed runs. It asks the
 // site first whether the feed runs here at all (facts.live.status): a host
 // without the site's Functions answers no, and the panel stays hidden.
-import facts from "../../tinygpt/facts.json";
 import { type Activity, type ClientMessage, type Counts, LIVE, type LiveEvent, type ServerMessage, type Work } from "../../live/schema";
+import { presetOf } from "../engine/model";
 import type { Status } from "../worker/protocol";
 import { ArrowsView, describe } from "./arrows";
 import { $, el } from "./dom";
@@ -17,8 +17,7 @@ export function activityOf(s: Status): Activity | null {
   const work: Work | null = s.state === "training" ? (s.adapter ? "finetune" : "train") : s.state === "sampling" ? "sample" : null;
   const m = s.model;
   if (!work || !m || !s.backend || !LIVE.backends.includes(s.backend)) return null;
-  const preset = facts.presets.find((p) => p.n_layer === m.n_layer && p.n_embd === m.n_embd && p.n_head === m.n_head && p.block_size === m.block_size);
-  return { work, preset: preset?.id ?? "custom", backend: s.backend, paths: s.paths.slice(0, LIVE.max_paths) };
+  return { work, preset: presetOf(m)?.id ?? "custom", backend: s.backend, paths: s.paths.slice(0, LIVE.max_paths) };
 }
 
 export class LiveFeed {

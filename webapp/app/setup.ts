@@ -1,7 +1,7 @@
 // The model and run settings: presets from the shared facts with their size,
 // memory and measured time per step, a custom shape, and the run options,
 // with the seed, learning rate, warm-up and batch under Advanced for every size.
-import { checkModelConfig, defaultTrainConfig, paramCount, presets } from "../engine/model";
+import { SHAPE, checkModelConfig, defaultTrainConfig, paramCount, presetOf, presets } from "../engine/model";
 import type { LoraSettings, Projection } from "../engine/lora";
 import type { ModelConfig, TrainConfig } from "../engine/types";
 import facts from "../../tinygpt/facts.json";
@@ -16,7 +16,6 @@ function intField(id: string, label: string, min: number, max: number): number {
   return v;
 }
 
-const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
 // The first part of a fine-tuning fit's key, where a size's fit has the size's id.
 const FINE_TUNE = "finetune";
 
@@ -68,8 +67,7 @@ export class Setup {
 
   /** Selects the size of a model just loaded, so the form describes it until another size is chosen. */
   selectModel(model: ModelConfig): void {
-    const same = (m: ModelConfig) => SHAPE.every((k) => m[k] === model[k]);
-    const match = presets().find((p) => same(p.model));
+    const match = presetOf(model);
     this.selectPreset(match?.id ?? "custom");
     if (!match) for (const k of SHAPE) $<HTMLInputElement>(`#c-${k}`).value = String(model[k]);
     this.describeCustom();

@@ -105,6 +105,14 @@ export function presets(): Preset[] {
   }));
 }
 
+/** The shape fields a preset fixes (the vocabulary is everyone's). */
+export const SHAPE = ["n_layer", "n_embd", "n_head", "block_size"] as const;
+
+/** The preset of this shape, if one has it. */
+export function presetOf(model: ModelConfig): Preset | undefined {
+  return presets().find((p) => SHAPE.every((k) => p.model[k] === model[k]));
+}
+
 export function preset(id: string): Preset {
   const p = presets().find((x) => x.id === id);
   if (!p) throw new Error(`unknown preset ${JSON.stringify(id)}; known: ${presets().map((x) => x.id).join(", ")}`);
