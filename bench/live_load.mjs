@@ -14,7 +14,7 @@ import facts from "../tinygpt/facts.json" with { type: "json" };
 const DRAIN_S = 15;
 const CONNECTING_AT_ONCE = 50;
 const { values: opt } = parseArgs({
-  options: { url: { type: "string" }, clients: { type: "string", default: "500" }, seconds: { type: "string", default: "30" }, seed: { type: "string", default: "1" } },
+  options: { url: { type: "string" }, clients: { type: "string", default: "500" }, seconds: { type: "string", default: "30" } },
 });
 const base = new URL(opt.url);
 const clients = Number(opt.clients);
@@ -22,15 +22,6 @@ const seconds = Number(opt.seconds);
 const socketUrl = new URL(facts.live.socket, base);
 socketUrl.protocol = base.protocol === "https:" ? "wss:" : "ws:";
 
-// mulberry32: the activities are random but the same each run.
-let seed = Number(opt.seed) >>> 0;
-const random = () => {
-  seed = (seed + 0x6d2b79f5) >>> 0;
-  let t = Math.imul(seed ^ (seed >>> 15), seed | 1);
-  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-};
-const pick = (list) => list[Math.floor(random() * list.length)];
 const presets = [...facts.presets.map((p) => p.id), "custom"];
 
 // Receipts: (event id, time) pairs in typed arrays, matched to send times at the end (a receipt can
@@ -92,6 +83,8 @@ const start = performance.now() + 200;
 const timers = conns.map((c, i) => {
   let n = 0;
   const send = () => {
+    // Each client's starts step through the ids, each client from its own place: the same every run.
+    const pick = (list) => list[(i + n) % list.length];
     const msg = n % 2 === 0 ? { type: "start", activity: { work: pick(facts.live.works), preset: pick(presets), backend: pick(facts.live.backends), paths: [] } } : { type: "finish" };
     c.waiting.push(performance.now());
     c.ws.send(JSON.stringify(msg));
